@@ -1,0 +1,204 @@
+"""The `ptxtool` command: click commands that read options, call the library, and hand results to report/.
+
+Exit codes (every command): 0 success, 1 the command found something (a file would change, findings),
+2 bad input or usage, 3 a required tool or driver missing, 4 an internal error (a bug).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+
+import click
+
+from ptxtool import __version__
+from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, InputError, PtxtoolError
+from ptxtool.report.console import print_diagnostic, stderr_console
+from ptxtool.sources import STDIN, parse_source, read_source, write_atomic
+
+
+def _guarded(command: Callable) -> Callable:
+    """Run a command body so that user errors print cleanly and bugs print one line (a traceback with --debug)."""
+
+    @wraps(command)
+    def run(*args, **kwargs):
+        ctx = click.get_current_context()
+        try:
+            return command(*args, **kwargs)
+        except PtxtoolError as error:
+            _report(error)
+            ctx.exit(error.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(EXIT_OK)
+        except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
+            if ctx.find_root().params.get("debug"):
+                raise
+            stderr_console().print(
+                f"[bold red]internal error:[/bold red] {type(error).__name__}: {error} "
+                "(a bug in ptxtool; run again with --debug for the traceback)",
+                markup=True,
+            )
+            ctx.exit(EXIT_INTERNAL)
+
+    return run
+
+
+def _report(error: PtxtoolError) -> None:
+    console = stderr_console()
+    if isinstance(error, InputError):
+        for d in error.diagnostics:
+            print_diagnostic(console, d)
+    else:
+        console.print(f"[bold red]error:[/bold red] {error}", markup=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="ptxtool")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
+def main(debug: bool) -> None:
+    """A PTX toolchain: parse, format, inspect and optimize NVIDIA PTX, checked with ptxas and the SASS.
+
+    \b
+    Examples:
+      ptxtool parse kernel.ptx            check a file parses; summary of kernels and instructions
+      ptxtool fmt kernel.ptx -o out.ptx   canonical layout, same program (comments kept)
+      ptxtool fmt --check *.ptx           exit 1 if any file is not formatted (for pre-commit)
+
+    Exit codes: 0 ok, 1 found something (e.g. a file would change), 2 bad input or usage,
+    3 a required tool (ptxas, GPU driver) missing, 4 internal error.
+    """
+
+
+# ---------------------------------------------------------------- parse
+
+
+@main.command("parse")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--json", "as_json", is_flag=True, help="Print the syntax tree of each file as JSON on stdout.")
+@_guarded
+def parse_command(files: tuple[str, ...], as_json: bool) -> None:
+    """Check that PTX files parse; print a one-line summary per file.
+
+    FILE may be `-` for stdin. Every syntax error in a file is reported as
+    `file:line:col: error: ...` with the offending line; the exit code is then 2.
+    With --json, stdout holds one JSON document: {"schema": ..., "files": [{"path", "module"}]}.
+    """
+    from ptxtool.syntax import ast
+    from ptxtool.syntax.serialize import SCHEMA, to_data
+
+    failures: list[InputError] = []
+    documents = []
+    for path in files:
+        try:
+            source = read_source(path)
+            module = parse_source(source)
+        except InputError as error:
+            _report(error)
+            failures.append(error)
+            continue
+        if as_json:
+            documents.append({"path": source.display, "module": to_data(module)})
+            continue
+        kernels = len(module.kernels)
+        functions = sum(1 for f in module.functions if not f.is_kernel and f.body is not None)
+        count = sum(1 for f in module.functions if f.body for _ in ast.instructions(f.body))
+        click.echo(
+            f"{source.display}: ok — PTX {module.version or '?'}, {', '.join(module.targets) or 'no target'}; "
+            f"{kernels} kernel{'s' * (kernels != 1)}, {functions} function{'s' * (functions != 1)}, "
+            f"{count} instruction{'s' * (count != 1)}"
+        )
+    if as_json:
+        json.dump({"schema": SCHEMA, "files": documents}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    if failures:
+        sys.exit(EXIT_INPUT)
+
+
+# ---------------------------------------------------------------- fmt
+
+
+@main.command("fmt")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the result here.")
+@click.option("--in-place", "-i", is_flag=True, help="Rewrite each file in place (atomically).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@click.option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
+@click.option("--color/--no-color", default=None, help="Colour the diff (default: when stdout is a terminal).")
+@_guarded
+def fmt_command(files: tuple[str, ...], output: str | None, in_place: bool, check: bool, diff: bool,
+                color: bool | None) -> None:
+    """Print PTX in canonical layout: same tokens, same program, every comment kept.
+
+    \b
+    One file and no option: the result goes to stdout. `-` reads stdin.
+    -o OUT writes one file; --in-place rewrites files atomically;
+    --check exits 1 when a file would change (pre-commit); --diff shows the change.
+    The layout depends only on the program and its comments, never on the input's
+    whitespace, and formatting twice changes nothing.
+    """
+    from ptxtool.syntax import format_module
+
+    if output and (in_place or len(files) != 1):
+        raise click.UsageError("-o/--output takes exactly one input file and no --in-place")
+    if in_place and STDIN in files:
+        raise click.UsageError("--in-place cannot rewrite stdin")
+    if len(files) > 1 and not (in_place or check or diff):
+        raise click.UsageError("several files: say where results go with --in-place, or use --check or --diff")
+    colour = sys.stdout.isatty() if color is None else color
+    console = stderr_console()
+    changed = failed = 0
+    for path in files:
+        try:
+            source = read_source(path)
+            formatted = format_module(parse_source(source))
+        except InputError as error:
+            _report(error)
+            failed += 1
+            continue
+        differs = formatted != source.text
+        changed += differs
+        if diff and differs:
+            _print_diff(source.display, source.text, formatted, colour)
+        if check:
+            if differs and not diff:
+                console.print(f"would reformat {source.display}")
+        elif in_place:
+            if differs:
+                write_atomic(path, formatted)
+        elif output:
+            write_atomic(output, formatted)
+        elif not diff:
+            sys.stdout.write(formatted)
+    if check or in_place or len(files) > 1:
+        verb = "would reformat" if check else "reformatted"
+        console.print(f"{verb} {changed} of {len(files) - failed} file{'s' * (len(files) - failed != 1)}"
+                      + (f"; {failed} could not be read or parsed" if failed else ""))
+    if failed:
+        sys.exit(EXIT_INPUT)
+    if check and changed:
+        sys.exit(EXIT_FOUND)
+
+
+def _print_diff(name: str, before: str, after: str, colour: bool) -> None:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{name}", f"b/{name}")
+    for line in lines:
+        if not line.endswith("\n"):
+            line += "\n"
+        if colour:
+            code = {"+": "32", "-": "31", "@": "36"}.get(line[:1])
+            if line.startswith(("+++", "---")):
+                code = "1"
+            if code:
+                line = f"\x1b[{code}m{line[:-1]}\x1b[0m\n"
+        sys.stdout.write(line)
+
+
+if __name__ == "__main__":
+    main()

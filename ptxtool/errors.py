@@ -1,0 +1,57 @@
+"""The errors every command shares, each tied to its exit code (the table in docs/cli.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXIT_OK = 0
+EXIT_FOUND = 1  # the command ran and found something: a file would change, findings, failed verification
+EXIT_INPUT = 2  # bad input or usage
+EXIT_ENVIRONMENT = 3  # a required tool or driver is missing or broken
+EXIT_INTERNAL = 4  # a bug in ptxtool
+
+
+class PtxtoolError(Exception):
+    """An error a user can act on; `exit_code` says which kind."""
+
+    exit_code = EXIT_INPUT
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place in an input: 1-based line and column (0 when unknown), with the source line for a caret."""
+
+    path: str
+    line: int = 0
+    column: int = 0
+    source: str = ""
+
+
+@dataclass
+class Diagnostic:
+    """One message about an input, printed as `path:line:col: severity: message`."""
+
+    location: Location
+    message: str
+    severity: str = "error"
+    notes: list[str] = field(default_factory=list)
+
+
+class InputError(PtxtoolError):
+    """Bad input: unreadable files, text that is not PTX. Carries every diagnostic found."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        super().__init__(diagnostics[0].message if diagnostics else "bad input")
+
+    @classmethod
+    def at(cls, path: str, message: str, line: int = 0, column: int = 0) -> InputError:
+        return cls([Diagnostic(Location(path, line, column), message)])
+
+
+class EnvironmentProblem(PtxtoolError):
+    """A tool ptxtool needs (ptxas, nvdisasm, a GPU driver) is missing or does not work."""
+
+    exit_code = EXIT_ENVIRONMENT

@@ -1,0 +1,1 @@
+"""Turning results into output: rich console text for people, JSON for machines."""

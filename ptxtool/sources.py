@@ -1,0 +1,84 @@
+"""Reading and writing users' files: clear errors for anything that is not PTX text, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptxtool.errors import Diagnostic, InputError, Location
+from ptxtool.syntax import ParseError, ast, parse
+
+STDIN = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """An input file's name (`<stdin>` for `-`) and its text."""
+
+    path: str
+    text: str
+
+    @property
+    def display(self) -> str:
+        return "<stdin>" if self.path == STDIN else self.path
+
+
+def read_source(path: str) -> Source:
+    """Read a PTX file (or stdin for `-`) as UTF-8 text, or raise InputError saying why it cannot be."""
+    if path == STDIN:
+        data = sys.stdin.buffer.read()
+        name = "<stdin>"
+    else:
+        p = Path(path)
+        name = path
+        if not p.exists():
+            raise InputError.at(path, "no such file")
+        if p.is_dir():
+            raise InputError.at(path, "is a directory, not a PTX file (give the .ptx files inside it)")
+        try:
+            data = p.read_bytes()
+        except OSError as error:
+            raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
+    if not data.strip():
+        raise InputError.at(name, "empty file: there is no PTX in it")
+    if b"\0" in data[:8192]:
+        raise InputError.at(name, "binary file, not PTX text (a cubin or object file? give the .ptx it came from)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InputError.at(name, "not UTF-8 text: PTX files are ASCII", line, column) from None
+    return Source(path, text)
+
+
+def parse_source(source: Source) -> ast.Module:
+    """Parse a source, turning syntax errors into diagnostics with the source line for a caret."""
+    try:
+        return parse(source.text)
+    except ParseError as error:
+        raise InputError(
+            [
+                Diagnostic(Location(source.display, i.line, i.column, error.source_line(i.line)), i.message)
+                for i in error.issues
+            ]
+        ) from None
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Replace a file's contents all at once: a crash leaves the old file or the new one, never half of one."""
+    target = Path(path)
+    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

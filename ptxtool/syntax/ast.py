@@ -1,0 +1,409 @@
+"""The PTX syntax tree: small frozen dataclasses, children in tuples, edited with `dataclasses.replace`.
+
+Nodes keep every token's spelling (`0f3F800000` stays so) and the comments that belong to them, never source text:
+the printer rebuilds the file from these fields alone. Positions (`line`, `column`) are 1-based, 0 for nodes made
+by a pass, and take no part in equality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from typing import Union
+
+# ---------------------------------------------------------------- operands
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """A register, special register, symbol, label or the sink `_` (PTX does not tell them apart by spelling)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Immediate:
+    """An integer or floating-point literal, kept as written: `0x1F`, `017`, `0b101`, `1U`, `-4`, `0f3F800000`, `1.5`."""
+
+    text: str
+
+    @property
+    def value(self) -> int | float:
+        return literal_value(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class String:
+    """A double-quoted string, escapes kept as written."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    """A negated predicate operand: `!%p`."""
+
+    name: Name
+
+
+@dataclass(frozen=True, slots=True)
+class PredPair:
+    """Two predicate destinations written `p|q` (setp, elect.sync)."""
+
+    first: Name
+    second: Name
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolOffset:
+    """A symbol plus a constant: `table+4` (`+` is kept even before a negative constant: `x+-4`)."""
+
+    symbol: Name
+    offset: Immediate
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A memory operand `[base]`, `[base+imm]`, `[base-imm]`, or a multi-part one `[tex, sampler, {x, y}]`."""
+
+    base: Name | Immediate
+    offset: Immediate | None = None
+    plus: bool = True
+    rest: tuple[Operand, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Vector:
+    """A brace list of operands: `{%f1, %f2, _}`."""
+
+    items: tuple[Operand, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ParenList:
+    """A parenthesised operand list, as in `call (ret), f, (a, b)`; may be empty."""
+
+    items: tuple[Operand, ...]
+
+
+Operand = Union[Name, Immediate, String, Not, PredPair, SymbolOffset, Address, Vector, ParenList]
+
+# ---------------------------------------------------------------- initializers and attributes
+
+
+@dataclass(frozen=True, slots=True)
+class Generic:
+    """`generic(sym)` in an initializer: the generic address of a variable."""
+
+    symbol: Name
+
+
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """`0xFF(sym)` in an initializer: some bytes of a variable's address."""
+
+    mask: Immediate
+    symbol: Name
+
+
+@dataclass(frozen=True, slots=True)
+class InitList:
+    """A brace initializer, possibly nested: `{1, 2, {3, 4}}`."""
+
+    items: tuple[Initializer, ...]
+
+
+Initializer = Union[Immediate, Name, SymbolOffset, Generic, Mask, InitList]
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """A `.word` before a declared name: a state space, type, vector width, linkage, `.align 16`, `.ptr`,
+    `.attribute(.managed)`."""
+
+    word: str
+    number: Immediate | None = None
+    args: tuple[Attribute | Name | Immediate, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Declarator:
+    """One declared name: `%r<10>`, `buf[2][16]`, `x = 1`. `dims` holds the array sizes, None for `[]`."""
+
+    name: str
+    count: Immediate | None = None
+    dims: tuple[Immediate | None, ...] = ()
+    init: Initializer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A function parameter: `.param .u64 .ptr .global .align 16 out`."""
+
+    attributes: tuple[Attribute, ...]
+    name: str
+    dims: tuple[Immediate | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PerfDirective:
+    """A performance directive after a function's parameters: `.maxntid 256, 1, 1`, `.noreturn`."""
+
+    word: str
+    values: tuple[Immediate, ...] = ()
+
+
+# ---------------------------------------------------------------- statements (each owns its comments)
+
+
+def _comments() -> tuple[str, ...]:
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """`@%p` or `@!%p` before an instruction."""
+
+    predicate: Name
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """`@guard opcode.mod.mod operands;` — modifiers in written order, without their dots."""
+
+    opcode: str
+    modifiers: tuple[str, ...] = ()
+    operands: tuple[Operand, ...] = ()
+    guard: Guard | None = None
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+    @property
+    def mnemonic(self) -> str:
+        """The opcode with its modifiers as written: `ld.global.nc.v4.f32`."""
+        return ".".join((self.opcode, *self.modifiers))
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """`name:` — a branch target, or the name of a following `.branchtargets`/`.callprototype`."""
+
+    name: str
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Declaration:
+    """Variables or registers: `.global .align 4 .u32 table[4] = {...};`, `.reg .b32 %r<10>, %t;`."""
+
+    attributes: tuple[Attribute, ...]
+    declarators: tuple[Declarator, ...]
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+    def has(self, word: str) -> bool:
+        """Whether an attribute such as `.reg` or `.shared` is present."""
+        return any(a.word == word for a in self.attributes)
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """A directive of fixed shape: `.version`, `.target`, `.address_size`, `.file`, `.loc`, `.pragma`, `.alias`,
+    `.branchtargets`, `.calltargets`, and the data items of a debug section (`.b8 1, 2`).
+
+    `args` holds comma-separated groups of blank-separated operands: `.loc 1 15 3, inlined_at 1 52 7` is
+    `((1, 15, 3), (inlined_at, 1, 52, 7))`.
+    """
+
+    word: str
+    args: tuple[tuple[Operand | Difference, ...], ...] = ()
+    semicolon: bool = False
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """`a-b` between two labels in debug-section data."""
+
+    left: Name
+    right: Name
+
+
+@dataclass(frozen=True, slots=True)
+class CallPrototype:
+    """`name: .callprototype (.param .b32 _) _ (.param .b32 _);` — the label is the statement before it."""
+
+    returns: tuple[Param, ...] | None
+    name: str
+    params: tuple[Param, ...] | None
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """`{ statements }`: a function body or a nested scope with its own declarations and labels.
+    `footer` holds the comments between the last statement and the closing brace."""
+
+    statements: tuple[Statement, ...]
+    footer: tuple[str, ...] = ()
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+    end_column: int = field(default=0, compare=False)
+
+
+Statement = Union[Instruction, Label, Declaration, Directive, CallPrototype, Block]
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """`.entry` (a kernel) or `.func`, with parameter lists (None when written without parentheses),
+    performance directives, and a body (None for a declaration ending in `;`)."""
+
+    kind: str
+    name: str
+    attributes: tuple[Attribute, ...] = ()
+    returns: tuple[Param, ...] | None = None
+    params: tuple[Param, ...] | None = None
+    directives: tuple[PerfDirective, ...] = ()
+    body: Block | None = None
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind == ".entry"
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels."""
+
+    name: str
+    body: Block
+    leading: tuple[str, ...] = field(default_factory=_comments)
+    trailing: tuple[str, ...] = field(default_factory=_comments)
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+    end_line: int = field(default=0, compare=False)
+
+
+ModuleItem = Union[Directive, Declaration, Function, Section]
+
+
+@dataclass(frozen=True, slots=True)
+class Module:
+    """A PTX file: its top-level items and the comments after the last one."""
+
+    items: tuple[ModuleItem, ...]
+    footer: tuple[str, ...] = ()
+
+    @property
+    def functions(self) -> tuple[Function, ...]:
+        return tuple(i for i in self.items if isinstance(i, Function))
+
+    @property
+    def kernels(self) -> tuple[Function, ...]:
+        return tuple(f for f in self.functions if f.is_kernel and f.body is not None)
+
+    def directive(self, word: str) -> Directive | None:
+        """The first module-level directive such as `.version` or `.target`."""
+        return next((i for i in self.items if isinstance(i, Directive) and i.word == word), None)
+
+    @property
+    def version(self) -> str | None:
+        d = self.directive(".version")
+        return d.args[0][0].text if d else None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        d = self.directive(".target")
+        return tuple(group[0].text for group in d.args) if d else ()
+
+
+NODE_TYPES: tuple[type, ...] = (
+    Name, Immediate, String, Not, PredPair, SymbolOffset, Address, Vector, ParenList, Generic, Mask, InitList,
+    Attribute, Declarator, Param, PerfDirective, Guard, Instruction, Label, Declaration, Directive, Difference,
+    CallPrototype, Block, Function, Section, Module,
+)
+
+
+def children(node: object) -> Iterator[object]:
+    """The child nodes of a node, in field order, found from its dataclass fields."""
+    for f in fields(node):  # type: ignore[arg-type]
+        value = getattr(node, f.name)
+        if isinstance(value, tuple):
+            for v in value:
+                if isinstance(v, tuple):
+                    yield from (x for x in v if isinstance(x, NODE_TYPES))
+                elif isinstance(v, NODE_TYPES):
+                    yield v
+        elif isinstance(value, NODE_TYPES):
+            yield value
+
+
+def walk(node: object) -> Iterator[object]:
+    """Every node under `node`, itself first, depth first in source order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(children(current))))
+
+
+def instructions(block: Block) -> Iterator[Instruction]:
+    """The instructions of a body, nested scopes included, in source order."""
+    for s in block.statements:
+        if isinstance(s, Instruction):
+            yield s
+        elif isinstance(s, Block):
+            yield from instructions(s)
+
+
+def literal_value(text: str) -> int | float:
+    """The value of a PTX numeric literal as written (integers in any base, `0f`/`0d` bit patterns, decimals)."""
+    import struct
+
+    neg = text.startswith("-")
+    body = text[1:] if neg else text
+    if body[:2] in ("0f", "0F"):
+        value: int | float = struct.unpack(">f", bytes.fromhex(body[2:]))[0]
+    elif body[:2] in ("0d", "0D"):
+        value = struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+    else:
+        digits = body.rstrip("uU")
+        if digits[:2] in ("0x", "0X"):
+            value = int(digits[2:], 16)
+        elif digits[:2] in ("0b", "0B"):
+            value = int(digits[2:], 2)
+        elif any(c in digits for c in ".eE"):
+            value = float(digits)
+        elif len(digits) > 1 and digits[0] == "0":
+            value = int(digits, 8)
+        else:
+            value = int(digits)
+    return -value if neg else value

@@ -1,0 +1,78 @@
+"""Give each comment to the statement that owns it, after parsing, by position.
+
+A comment on a line of its own belongs to the statement below it (`leading`); a comment after a statement's last
+token on the same line stays with that statement (`trailing`), and so does one inside a statement spread over
+several lines. A function or section owns the comments in its header; a block owns those before its closing
+brace (`footer`); the module owns those after its last item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptxtool.syntax import ast
+from ptxtool.syntax.lexer import Comment
+
+
+class _Cursor:
+    """Walks the comments in source order, handing out runs of them."""
+
+    def __init__(self, comments: list[Comment]) -> None:
+        self.comments = comments
+        self.i = 0
+
+    @property
+    def done(self) -> bool:
+        return self.i >= len(self.comments)
+
+    def before(self, line: int, column: int) -> tuple[str, ...]:
+        start = self.i
+        comments = self.comments
+        while self.i < len(comments) and (comments[self.i].line, comments[self.i].column) < (line, column):
+            self.i += 1
+        return tuple(c.text for c in comments[start:self.i])
+
+    def through_line(self, line: int) -> tuple[str, ...]:
+        start = self.i
+        comments = self.comments
+        while self.i < len(comments) and comments[self.i].line <= line:
+            self.i += 1
+        return tuple(c.text for c in comments[start:self.i])
+
+    def rest(self) -> tuple[str, ...]:
+        return self.before(1 << 62, 0)
+
+
+def attach_comments(module: ast.Module, comments: list[Comment]) -> ast.Module:
+    if not comments:
+        return module
+    cursor = _Cursor(comments)
+    items = tuple(_attach(item, cursor) for item in module.items)
+    return replace(module, items=items, footer=cursor.rest())
+
+
+def _attach(node, cursor: _Cursor):
+    if cursor.done:
+        return node
+    if isinstance(node, ast.Block):
+        return _block(node, cursor, cursor.before(node.line, node.column))
+    leading = cursor.before(node.line, node.column)
+    if isinstance(node, ast.Function | ast.Section) and node.body is not None:
+        header = cursor.before(node.body.line, node.body.column)
+        body = _block(node.body, cursor, ())
+        if not (leading or header or body is not node.body):
+            return node
+        return replace(node, body=body, leading=leading, trailing=header)
+    trailing = cursor.through_line(node.end_line)
+    if not (leading or trailing):
+        return node
+    return replace(node, leading=leading, trailing=trailing)
+
+
+def _block(block: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Block:
+    statements = tuple(_attach(s, cursor) for s in block.statements)
+    footer = cursor.before(block.end_line, block.end_column)
+    trailing = cursor.through_line(block.end_line)
+    if not (leading or footer or trailing) and all(a is b for a, b in zip(statements, block.statements)):
+        return block
+    return replace(block, statements=statements, footer=footer, leading=leading, trailing=trailing)

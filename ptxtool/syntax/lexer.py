@@ -1,0 +1,114 @@
+"""The PTX lexer: one master regex compiled from the grammar's own terminals, feeding Lark's LALR parser.
+
+Lark's stock lexers try terminals one by one; a single `re.finditer` over an alternation is several times faster.
+Comments are not tokens: they are collected, with their positions, for the parser to hand to the statements that
+own them. Characters that start no token are reported as errors and skipped, so parsing can go on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lark.lexer import Lexer, PatternStr, Token
+
+_WORD_SHAPED = re.compile(r"\.?[A-Za-z_$%][A-Za-z0-9_$]*")
+
+
+@dataclass(slots=True)
+class Comment:
+    """A comment as found: `own_line` when nothing but blanks precede it on its line."""
+
+    line: int
+    column: int
+    text: str
+    own_line: bool
+
+
+@dataclass(slots=True)
+class LexError:
+    line: int
+    column: int
+    message: str
+
+
+@dataclass(slots=True)
+class LexSession:
+    """What one lexing run leaves behind for the parser: comments, errors, and where the last tokens ended."""
+
+    comments: list[Comment] = field(default_factory=list)
+    errors: list[LexError] = field(default_factory=list)
+    prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
+    last_line: int = 1
+
+
+class PtxLexer(Lexer):
+    """A Lark lexer class; Lark instantiates it once per grammar with the grammar's terminals."""
+
+    session: LexSession | None = None  # set by the parser around each parse
+
+    def __init__(self, lexer_conf) -> None:
+        ignored = set(lexer_conf.ignore)
+        self.keywords: dict[str, str] = {}
+        self.punctuation: dict[str, str] = {}
+        patterns: list[tuple[int, int, str, str]] = []
+        for order, term in enumerate(lexer_conf.terminals):
+            if isinstance(term.pattern, PatternStr):
+                text = term.pattern.value
+                target = self.keywords if _WORD_SHAPED.fullmatch(text) else self.punctuation
+                target[text] = term.name
+            elif term.name in ignored and term.name != "COMMENT":
+                continue  # whitespace: finditer steps over it
+            else:
+                patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
+        patterns.sort()
+        alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
+        punct = "".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
+        alternatives.append(f"(?P<PUNCT>[{punct}])")
+        alternatives.append(r"(?P<BAD>/\*|\S)")
+        self.master = re.compile("|".join(alternatives), re.S)
+
+    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the whole text
+        session = PtxLexer.session
+        assert session is not None, "PtxLexer.lex runs only inside ptxtool.syntax.parser.parse"
+        keywords, punctuation = self.keywords, self.punctuation
+        comments, errors = session.comments, session.errors
+        count = text.count
+        rfind = text.rfind
+        line = 1
+        line_start = 0
+        last_end = 0
+        last_token_line = 0
+        new = Token
+        for m in self.master.finditer(text):
+            start = m.start()
+            if last_end != start:
+                newlines = count("\n", last_end, start)
+                if newlines:
+                    line += newlines
+                    line_start = rfind("\n", last_end, start) + 1
+            kind = m.lastgroup
+            value = m.group()
+            last_end = m.end()
+            if kind == "WORD" or kind == "DOTWORD":
+                kind = keywords.get(value, kind)
+            elif kind == "PUNCT":
+                kind = punctuation[value]
+            elif kind == "COMMENT":
+                comments.append(Comment(line, start - line_start + 1, value, last_token_line != line))
+                newlines = value.count("\n")
+                if newlines:
+                    line += newlines
+                    line_start = rfind("\n", start, last_end) + 1
+                last_token_line = line
+                continue
+            elif kind == "BAD":
+                message = "unterminated block comment" if value == "/*" else f"unexpected character {value!r}"
+                errors.append(LexError(line, start - line_start + 1, message))
+                continue
+            last_token_line = line
+            session.prev_line = session.last_line
+            session.last_line = line
+            yield new(kind, value, start, line, start - line_start + 1)
+        session.prev_line = session.last_line

@@ -1,0 +1,418 @@
+"""PTX text -> AST: Lark LALR over grammar/ptx.lark, nodes built during parsing (no parse tree).
+
+`parse(text)` returns a `Module` or raises `ParseError` listing every error found: the parser skips a bad token
+and goes on, so one file reports all its broken lines at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import NamedTuple
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
+
+from ptxtool.syntax import ast
+from ptxtool.syntax.comments import attach_comments
+from ptxtool.syntax.lexer import LexSession, PtxLexer
+
+# ---------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True, slots=True)
+class SyntaxIssue:
+    """One error: where, what, and the source line it is on (for the caret display)."""
+
+    line: int
+    column: int
+    message: str
+
+
+class ParseError(Exception):
+    """The text is not PTX; `issues` holds every error found, in source order."""
+
+    def __init__(self, issues: list[SyntaxIssue], text: str) -> None:
+        self.issues = sorted(issues, key=lambda i: (i.line, i.column))
+        self.text = text
+        super().__init__(self.issues[0].message if self.issues else "syntax error")
+
+    def source_line(self, line: int) -> str:
+        lines = self.text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+_DESCRIBE = {
+    "WORD": "a name",
+    "DOTWORD": "a directive",
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "STRING": "a string",
+    "$END": "the end of the file",
+}
+
+
+def _describe(terminal: str, spellings: dict[str, str]) -> str:
+    if terminal in spellings:
+        return f"'{spellings[terminal]}'"
+    return _DESCRIBE.get(terminal, terminal.lower())
+
+
+def _unexpected(error: UnexpectedToken, spellings: dict[str, str]) -> SyntaxIssue:
+    token = error.token
+    if token.type == "$END":
+        found = "the end of the file"
+    else:
+        value = token.value if len(token.value) <= 40 else token.value[:40] + "…"
+        found = f"{_DESCRIBE.get(token.type, 'token').removeprefix('a ').removeprefix('an ')} '{value}'"
+        if token.type in spellings:
+            found = f"'{value}'"
+    expected = sorted({_describe(t, spellings) for t in error.expected})
+    if len(expected) > 8:
+        hint = "expected a statement or directive here"
+    elif len(expected) > 1:
+        hint = "expected " + ", ".join(expected[:-1]) + " or " + expected[-1]
+    else:
+        hint = "expected " + (expected[0] if expected else "nothing more")
+    line = getattr(token, "line", None) or error.line or 0
+    column = getattr(token, "column", None) or error.column or 0
+    return SyntaxIssue(line, column, f"unexpected {found}: {hint}")
+
+
+# ---------------------------------------------------------------- building nodes
+
+
+class _Located(NamedTuple):
+    node: object
+    line: int
+    column: int
+
+
+class _Params(tuple):
+    """A parenthesised parameter list, told apart from other tuples among a function's children."""
+
+
+@v_args(inline=True)
+class _Build(Transformer):
+    """One method per grammar rule (or alias), each returning a node; names and literals are interned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session: LexSession = LexSession()
+        self.names: dict[str, ast.Name] = {}
+        self.immediates: dict[str, ast.Immediate] = {}
+        self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def reset(self, session: LexSession) -> None:
+        self.session = session
+        self.names, self.immediates = {}, {}
+
+    def _name(self, text: str) -> ast.Name:
+        node = self.names.get(text)
+        if node is None:
+            node = self.names[text] = ast.Name(str(text))
+        return node
+
+    def _imm(self, text: str) -> ast.Immediate:
+        node = self.immediates.get(text)
+        if node is None:
+            node = self.immediates[text] = ast.Immediate(str(text))
+        return node
+
+    def _value(self, tok: Token) -> ast.Operand:
+        if tok.type in ("INT", "FLOAT"):
+            return self._imm(tok)
+        if tok.type == "STRING":
+            return ast.String(str(tok))
+        return self._name(tok)
+
+    # -- module
+    def start(self, *items):
+        return ast.Module(items)
+
+    def _directive(self, kw: Token, args, semicolon: bool = False) -> ast.Directive:
+        return ast.Directive(str(kw), tuple(args), semicolon, line=kw.line, column=kw.column,
+                             end_line=self.session.prev_line)
+
+    def d_version(self, kw, number):
+        return self._directive(kw, [(self._imm(number),)])
+
+    def d_target(self, kw, *words):
+        return self._directive(kw, [(self._name(w),) for w in words])
+
+    def d_address_size(self, kw, number):
+        return self._directive(kw, [(self._imm(number),)])
+
+    def d_file(self, kw, index, path, *numbers):
+        return self._directive(kw, [(self._imm(index), ast.String(str(path))), *((self._imm(n),) for n in numbers)])
+
+    def d_loc(self, kw, file, line, column, *attrs):
+        return self._directive(kw, [(self._imm(file), self._imm(line), self._imm(column)), *attrs])
+
+    def loc_function_name(self, word, symbol, plus=None, offset=None):
+        target = self._name(symbol) if offset is None else ast.SymbolOffset(self._name(symbol), self._imm(offset))
+        return (self._name(word), target)
+
+    def loc_inlined_at(self, word, file, line, column):
+        return (self._name(word), self._imm(file), self._imm(line), self._imm(column))
+
+    def d_pragma(self, kw, *strings):
+        return self._directive(kw, [(ast.String(str(s)),) for s in strings], semicolon=True)
+
+    def d_alias(self, kw, alias, aliasee):
+        return self._directive(kw, [(self._name(alias),), (self._name(aliasee),)], semicolon=True)
+
+    def branch_targets(self, kw, *labels):
+        return self._directive(kw, [(self._name(w),) for w in labels], semicolon=True)
+
+    call_targets = branch_targets
+
+    # -- sections
+    def section(self, kw, name, body):
+        return ast.Section(str(name), body, line=kw.line, column=kw.column, end_line=body.end_line)
+
+    def section_data(self, word, *values):
+        return self._directive(word, [(v,) for v in values])
+
+    def v_plain(self, tok):
+        return self._value(tok)
+
+    def v_offset(self, symbol, plus, offset):
+        return ast.SymbolOffset(self._name(symbol), self._imm(offset))
+
+    def v_difference(self, left, minus, right):
+        return ast.Difference(self._name(left), self._name(right))
+
+    def label(self, word):
+        return ast.Label(str(word), line=word.line, column=word.column, end_line=self.session.prev_line)
+
+    # -- declarations
+    def attr_word(self, word):
+        return _Located(ast.Attribute(str(word)), word.line, word.column)
+
+    def attr_number(self, word, number):
+        return _Located(ast.Attribute(str(word), number=self._imm(number)), word.line, word.column)
+
+    def attr_call(self, word, args):
+        return _Located(ast.Attribute(str(word), args=args), word.line, word.column)
+
+    def attribute_args(self, *args):
+        return tuple(a.node if isinstance(a, _Located) else self._value(a) for a in args)
+
+    def attributes(self, *located):
+        return _Located(tuple(a.node for a in located), located[0].line, located[0].column)
+
+    def declaration(self, attrs, *declarators):
+        return ast.Declaration(attrs.node, declarators, line=attrs.line, column=attrs.column,
+                               end_line=self.session.prev_line)
+
+    def declarator(self, word, *rest):
+        count = rest[0] if rest and isinstance(rest[0], ast.Immediate) else None
+        rest = rest[1:] if count is not None else rest
+        dims, init = rest[0], (rest[1] if len(rest) > 1 else None)
+        return ast.Declarator(str(word), count, dims, init)
+
+    def param_count(self, number):
+        return self._imm(number)
+
+    def dims(self, *dims):
+        return dims
+
+    def dim(self, number=None):
+        return None if number is None else self._imm(number)
+
+    def i_number(self, tok):
+        return self._imm(tok)
+
+    def i_symbol(self, word):
+        return self._name(word)
+
+    def i_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._imm(offset))
+
+    def i_generic(self, word, symbol):
+        if word != "generic":
+            self.session.errors.append(_lex_issue(word, f"unknown initializer function '{word}': expected 'generic'"))
+        return ast.Generic(self._name(symbol))
+
+    def i_mask(self, mask, symbol):
+        return ast.Mask(self._imm(mask), self._name(symbol))
+
+    def i_list(self, *items):
+        return ast.InitList(items)
+
+    # -- functions
+    def function(self, *children):
+        attrs: tuple = ()
+        line = column = 0
+        kind = name = None
+        returns = params = None
+        directives, body = [], None
+        for child in children:
+            if isinstance(child, _Located):
+                attrs, line, column = child
+            elif isinstance(child, Token) and child.type in ("ENTRY", "FUNC"):
+                kind = str(child)
+                if not line:
+                    line, column = child.line, child.column
+            elif isinstance(child, _Params):
+                if name is None:
+                    returns = tuple(child)
+                else:
+                    params = tuple(child)
+            elif isinstance(child, Token):
+                name = str(child)
+            elif isinstance(child, ast.PerfDirective):
+                directives.append(child)
+            else:
+                body = child
+        end_line = body.end_line if body is not None else self.session.prev_line
+        return ast.Function(kind, name, attrs, returns, params, tuple(directives), body,
+                            line=line, column=column, end_line=end_line)
+
+    def param_list(self, *params):
+        return _Params(params)
+
+    def param(self, attrs, word, dims):
+        return ast.Param(attrs.node, str(word), dims)
+
+    def perf_directive(self, word, *numbers):
+        return ast.PerfDirective(str(word), tuple(self._imm(n) for n in numbers))
+
+    def block(self, lbrace, *rest):
+        rbrace = rest[-1]
+        return ast.Block(rest[:-1], line=lbrace.line, column=lbrace.column, end_line=rbrace.line,
+                         end_column=rbrace.column)
+
+    def call_prototype(self, kw, *children):
+        returns = params = None
+        name = None
+        for child in children:
+            if isinstance(child, _Params):
+                if name is None:
+                    returns = tuple(child)
+                else:
+                    params = tuple(child)
+            else:
+                name = str(child)
+        return ast.CallPrototype(returns, name, params, line=kw.line, column=kw.column,
+                                 end_line=self.session.prev_line)
+
+    # -- instructions
+    def instruction(self, *children):
+        guard = None
+        if isinstance(children[0], ast.Guard):
+            guard, children = children[0], children[1:]
+        op = children[0]
+        split = self.opcodes.get(op)
+        if split is None:
+            opcode, *modifiers = op.split(".")
+            split = self.opcodes[str(op)] = (opcode, tuple(modifiers))
+        return ast.Instruction(split[0], split[1], children[1:], guard, line=op.line, column=op.column,
+                               end_line=self.session.prev_line)
+
+    def guard(self, word):
+        return ast.Guard(self._name(word))
+
+    def guard_negated(self, word):
+        return ast.Guard(self._name(word), True)
+
+    def o_name(self, word):
+        return self._name(word)
+
+    def o_immediate(self, tok):
+        return self._imm(tok)
+
+    def o_not(self, word):
+        return ast.Not(self._name(word))
+
+    def o_pair(self, first, second):
+        return ast.PredPair(self._name(first), self._name(second))
+
+    def o_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._imm(offset))
+
+    def o_address(self, address):
+        return address
+
+    def o_vector(self, *items):
+        return ast.Vector(items)
+
+    def o_list(self, *items):
+        return ast.ParenList(items)
+
+    def address(self, base, *rest):
+        offset, plus = None, True
+        if rest and isinstance(rest[0], Token):
+            if rest[0].type == "PLUS":
+                rest = rest[1:]
+            else:
+                plus = False
+            offset, rest = self._imm(rest[0]), rest[1:]
+        return ast.Address(self._value(base), offset, plus, rest)
+
+
+def _lex_issue(token: Token, message: str):
+    from ptxtool.syntax.lexer import LexError
+
+    return LexError(token.line, token.column, message)
+
+
+# ---------------------------------------------------------------- the parser
+
+
+@cache
+def grammar_text() -> str:
+    """The grammar shipped inside the package (the wheel force-includes grammar/ptx.lark there)."""
+    return resources.files("ptxtool").joinpath("grammar", "ptx.lark").read_text(encoding="utf-8")
+
+
+_lock = threading.Lock()
+
+
+@cache
+def _parser() -> tuple[Lark, _Build, dict[str, str]]:
+    build = _Build()
+    lark = Lark(grammar_text(), parser="lalr", lexer=PtxLexer, transformer=build, maybe_placeholders=False,
+                cache=False)
+    spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
+    return lark, build, spellings
+
+
+def parse(text: str) -> ast.Module:
+    """Parse PTX source text into a Module, or raise ParseError with every error found."""
+    lark, build, spellings = _parser()
+    issues: list[SyntaxIssue] = []
+    error_lines: set[int] = set()
+
+    def recover(error: UnexpectedInput) -> bool:
+        if isinstance(error, UnexpectedToken):
+            issue = _unexpected(error, spellings)
+            if issue.line not in error_lines:  # one error per line: later ones are usually echoes of the first
+                error_lines.add(issue.line)
+                issues.append(issue)
+            return error.token.type != "$END" and len(issues) < 100
+        return False
+
+    with _lock:
+        session = LexSession()
+        PtxLexer.session = session
+        build.reset(session)
+        try:
+            module = lark.parse(text, on_error=recover)
+        except UnexpectedInput as error:
+            if not issues:
+                issues.append(SyntaxIssue(error.line or 0, error.column or 0, "syntax error"))
+            module = None
+        except VisitError as error:  # a node builder met a shape the grammar let through after recovery
+            if not issues:
+                raise error.orig_exc from error
+            module = None
+        finally:
+            PtxLexer.session = None
+        issues.extend(SyntaxIssue(e.line, e.column, e.message) for e in session.errors)
+        if issues or module is None:
+            raise ParseError(issues, text)
+        return attach_comments(module, session.comments)
