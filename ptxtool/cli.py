@@ -131,8 +131,9 @@ def parse_command(files: tuple[str, ...], as_json: bool) -> None:
 @click.option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: when stdout is a terminal).")
 @_guarded
-def fmt_command(files: tuple[str, ...], output: str | None, in_place: bool, check: bool, diff: bool,
-                color: bool | None) -> None:
+def fmt_command(
+    files: tuple[str, ...], output: str | None, in_place: bool, check: bool, diff: bool, color: bool | None
+) -> None:
     """Print PTX in canonical layout: same tokens, same program, every comment kept.
 
     \b
@@ -177,8 +178,10 @@ def fmt_command(files: tuple[str, ...], output: str | None, in_place: bool, chec
             sys.stdout.write(formatted)
     if check or in_place or len(files) > 1:
         verb = "would reformat" if check else "reformatted"
-        console.print(f"{verb} {changed} of {len(files) - failed} file{'s' * (len(files) - failed != 1)}"
-                      + (f"; {failed} could not be read or parsed" if failed else ""))
+        console.print(
+            f"{verb} {changed} of {len(files) - failed} file{'s' * (len(files) - failed != 1)}"
+            + (f"; {failed} could not be read or parsed" if failed else "")
+        )
     if failed:
         sys.exit(EXIT_INPUT)
     if check and changed:
@@ -186,8 +189,9 @@ def fmt_command(files: tuple[str, ...], output: str | None, in_place: bool, chec
 
 
 def _print_diff(name: str, before: str, after: str, colour: bool) -> None:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{name}", f"b/{name}")
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
+    )
     for line in lines:
         if not line.endswith("\n"):
             line += "\n"

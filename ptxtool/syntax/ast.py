@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Union
 
 # ---------------------------------------------------------------- operands
 
@@ -23,7 +22,7 @@ class Name:
 
 @dataclass(frozen=True, slots=True)
 class Immediate:
-    """An integer or floating-point literal, kept as written: `0x1F`, `017`, `0b101`, `1U`, `-4`, `0f3F800000`, `1.5`."""
+    """A number kept as written: `0x1F`, `017`, `0b101`, `1U`, `-4`, `0f3F800000`, `1.5`."""
 
     text: str
 
@@ -86,7 +85,7 @@ class ParenList:
     items: tuple[Operand, ...]
 
 
-Operand = Union[Name, Immediate, String, Not, PredPair, SymbolOffset, Address, Vector, ParenList]
+Operand = Name | Immediate | String | Not | PredPair | SymbolOffset | Address | Vector | ParenList
 
 # ---------------------------------------------------------------- initializers and attributes
 
@@ -113,7 +112,7 @@ class InitList:
     items: tuple[Initializer, ...]
 
 
-Initializer = Union[Immediate, Name, SymbolOffset, Generic, Mask, InitList]
+Initializer = Immediate | Name | SymbolOffset | Generic | Mask | InitList
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +272,7 @@ class Block:
     end_column: int = field(default=0, compare=False)
 
 
-Statement = Union[Instruction, Label, Declaration, Directive, CallPrototype, Block]
+Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +311,7 @@ class Section:
     end_line: int = field(default=0, compare=False)
 
 
-ModuleItem = Union[Directive, Declaration, Function, Section]
+ModuleItem = Directive | Declaration | Function | Section
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,9 +345,33 @@ class Module:
 
 
 NODE_TYPES: tuple[type, ...] = (
-    Name, Immediate, String, Not, PredPair, SymbolOffset, Address, Vector, ParenList, Generic, Mask, InitList,
-    Attribute, Declarator, Param, PerfDirective, Guard, Instruction, Label, Declaration, Directive, Difference,
-    CallPrototype, Block, Function, Section, Module,
+    Name,
+    Immediate,
+    String,
+    Not,
+    PredPair,
+    SymbolOffset,
+    Address,
+    Vector,
+    ParenList,
+    Generic,
+    Mask,
+    InitList,
+    Attribute,
+    Declarator,
+    Param,
+    PerfDirective,
+    Guard,
+    Instruction,
+    Label,
+    Declaration,
+    Directive,
+    Difference,
+    CallPrototype,
+    Block,
+    Function,
+    Section,
+    Module,
 )
 
 

@@ -30,14 +30,14 @@ class _Cursor:
         comments = self.comments
         while self.i < len(comments) and (comments[self.i].line, comments[self.i].column) < (line, column):
             self.i += 1
-        return tuple(c.text for c in comments[start:self.i])
+        return tuple(c.text for c in comments[start : self.i])
 
     def through_line(self, line: int) -> tuple[str, ...]:
         start = self.i
         comments = self.comments
         while self.i < len(comments) and comments[self.i].line <= line:
             self.i += 1
-        return tuple(c.text for c in comments[start:self.i])
+        return tuple(c.text for c in comments[start : self.i])
 
     def rest(self) -> tuple[str, ...]:
         return self.before(1 << 62, 0)
@@ -73,6 +73,6 @@ def _block(block: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.B
     statements = tuple(_attach(s, cursor) for s in block.statements)
     footer = cursor.before(block.end_line, block.end_column)
     trailing = cursor.through_line(block.end_line)
-    if not (leading or footer or trailing) and all(a is b for a, b in zip(statements, block.statements)):
+    if not (leading or footer or trailing) and all(a is b for a, b in zip(statements, block.statements, strict=True)):
         return block
     return replace(block, statements=statements, footer=footer, leading=leading, trailing=trailing)

@@ -133,8 +133,9 @@ class _Build(Transformer):
         return ast.Module(items)
 
     def _directive(self, kw: Token, args, semicolon: bool = False) -> ast.Directive:
-        return ast.Directive(str(kw), tuple(args), semicolon, line=kw.line, column=kw.column,
-                             end_line=self.session.prev_line)
+        return ast.Directive(
+            str(kw), tuple(args), semicolon, line=kw.line, column=kw.column, end_line=self.session.prev_line
+        )
 
     def d_version(self, kw, number):
         return self._directive(kw, [(self._imm(number),)])
@@ -205,8 +206,9 @@ class _Build(Transformer):
         return _Located(tuple(a.node for a in located), located[0].line, located[0].column)
 
     def declaration(self, attrs, *declarators):
-        return ast.Declaration(attrs.node, declarators, line=attrs.line, column=attrs.column,
-                               end_line=self.session.prev_line)
+        return ast.Declaration(
+            attrs.node, declarators, line=attrs.line, column=attrs.column, end_line=self.session.prev_line
+        )
 
     def declarator(self, word, *rest):
         count = rest[0] if rest and isinstance(rest[0], ast.Immediate) else None
@@ -269,8 +271,9 @@ class _Build(Transformer):
             else:
                 body = child
         end_line = body.end_line if body is not None else self.session.prev_line
-        return ast.Function(kind, name, attrs, returns, params, tuple(directives), body,
-                            line=line, column=column, end_line=end_line)
+        return ast.Function(
+            kind, name, attrs, returns, params, tuple(directives), body, line=line, column=column, end_line=end_line
+        )
 
     def param_list(self, *params):
         return _Params(params)
@@ -283,8 +286,9 @@ class _Build(Transformer):
 
     def block(self, lbrace, *rest):
         rbrace = rest[-1]
-        return ast.Block(rest[:-1], line=lbrace.line, column=lbrace.column, end_line=rbrace.line,
-                         end_column=rbrace.column)
+        return ast.Block(
+            rest[:-1], line=lbrace.line, column=lbrace.column, end_line=rbrace.line, end_column=rbrace.column
+        )
 
     def call_prototype(self, kw, *children):
         returns = params = None
@@ -297,8 +301,7 @@ class _Build(Transformer):
                     params = tuple(child)
             else:
                 name = str(child)
-        return ast.CallPrototype(returns, name, params, line=kw.line, column=kw.column,
-                                 end_line=self.session.prev_line)
+        return ast.CallPrototype(returns, name, params, line=kw.line, column=kw.column, end_line=self.session.prev_line)
 
     # -- instructions
     def instruction(self, *children):
@@ -310,8 +313,9 @@ class _Build(Transformer):
         if split is None:
             opcode, *modifiers = op.split(".")
             split = self.opcodes[str(op)] = (opcode, tuple(modifiers))
-        return ast.Instruction(split[0], split[1], children[1:], guard, line=op.line, column=op.column,
-                               end_line=self.session.prev_line)
+        return ast.Instruction(
+            split[0], split[1], children[1:], guard, line=op.line, column=op.column, end_line=self.session.prev_line
+        )
 
     def guard(self, word):
         return ast.Guard(self._name(word))
@@ -375,8 +379,7 @@ _lock = threading.Lock()
 @cache
 def _parser() -> tuple[Lark, _Build, dict[str, str]]:
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer=PtxLexer, transformer=build, maybe_placeholders=False,
-                cache=False)
+    lark = Lark(grammar_text(), parser="lalr", lexer=PtxLexer, transformer=build, maybe_placeholders=False, cache=False)
     spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
     return lark, build, spellings
 
