@@ -204,5 +204,40 @@ def _print_diff(name: str, before: str, after: str, colour: bool) -> None:
         sys.stdout.write(line)
 
 
+# ---------------------------------------------------------------- doctor
+
+
+@main.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
+@_guarded
+def doctor_command(as_json: bool) -> None:
+    """Say which NVIDIA tools ptxtool found, where, their versions, what ptxas supports, and whether a GPU driver
+    answers.
+
+    Exit code 3 when a required tool (ptxas, nvdisasm) is missing or broken; nvcc and cuobjdump are optional.
+    """
+    from ptxtool.errors import EXIT_ENVIRONMENT
+    from ptxtool.toolchain.discover import environment
+
+    found = environment()
+    if as_json:
+        json.dump(found, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for name, tool in found["tools"].items():
+            if not tool["ok"]:
+                label = "missing (required)" if tool["required"] else "missing (optional)"
+                click.echo(f"{name:10} {label}: {tool['problem']}")
+                continue
+            click.echo(f"{name:10} {tool['version']:10} {tool['path']}  (found by {tool['found_by']})")
+            if name == "ptxas":
+                targets = tool["targets"]
+                click.echo(f"{'':10} PTX ISA up to {tool['max_ptx_isa'] or '?'}; targets {', '.join(targets)}")
+        driver = found["gpu_driver"]
+        click.echo(f"{'GPU':10} {'present' if driver['present'] else 'absent':10} {driver['detail']}")
+    if any(t["required"] and not t["ok"] for t in found["tools"].values()):
+        sys.exit(EXIT_ENVIRONMENT)
+
+
 if __name__ == "__main__":
     main()
