@@ -1,0 +1,166 @@
+"""PTX -> cubin with ptxas (the authority on resources) or in-process with nvJitLink (a quick check whose numbers
+are relocatable-mode numbers), keeping ptxas's `-v` report and mapping its errors back to the input's lines.
+
+Results are cached by content hash (ptxas path and version, options, PTX text) under `$PTXTOOL_CACHE_DIR`
+(default `~/.cache/ptxtool`); `PTXTOOL_CACHE_DIR=off` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.toolchain.discover import find_tool, run_tool
+from ptxtool.toolchain.resources import FunctionResources, ToolWarning, parse_verbose, parse_warnings
+
+BACKENDS = ("ptxas", "nvjitlink")
+
+_MESSAGE = re.compile(r"^ptxas (?:.*?, line (\d+); )?(error|warning|fatal)\s*: (.*)$")
+_AT_LINE = re.compile(r"at line (\d+)")
+_UNRESOLVED = "Unresolved extern function"
+_TARGET = re.compile(r"^sm_\d+[af]?$")
+
+
+@dataclass
+class Compiled:
+    """A cubin and what the backend said while making it."""
+
+    cubin: bytes
+    arch: str
+    backend: str
+    log: str
+    relocatable: bool = False
+    cached: bool = False
+    functions: dict[str, FunctionResources] = field(default_factory=dict)
+    warnings: list[ToolWarning] = field(default_factory=list)
+
+
+def target_arch(targets: tuple[str, ...], path: str, override: str | None = None) -> str:
+    """The `sm_XY` to compile for: `override` if given, else the module's `.target`."""
+    arch = override or next((t for t in targets if t.startswith("sm_")), None)
+    if arch is None:
+        raise InputError.at(path, "no `.target sm_XY` in the module: give one with --arch (e.g. --arch sm_90)")
+    if not _TARGET.match(arch):
+        raise InputError.at(path, f"not a GPU target: {arch!r} (expected sm_XY, sm_XYa or sm_XYf)")
+    return arch
+
+
+def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
+    lines = text.splitlines()
+    found = []
+    for raw in log.splitlines():
+        match = _MESSAGE.match(raw.strip())
+        if not match or match.group(3) == "Ptx assembly aborted due to errors":
+            continue
+        line = int(match.group(1) or (_AT_LINE.search(match.group(3)) or [0, 0])[1])
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        severity = "warning" if match.group(2) == "warning" else "error"
+        found.append(Diagnostic(Location(path, line, 0, source), f"ptxas: {match.group(3)}", severity))
+    return found
+
+
+def _cache_dir() -> Path | None:
+    setting = os.environ.get("PTXTOOL_CACHE_DIR")
+    if setting == "off":
+        return None
+    if setting:
+        return Path(setting)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
+
+
+def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[bytes, str, bool, bool]:
+    """cubin, log, relocatable, cached: ptxas on `text`, with `-c` when the module calls external functions."""
+    ptxas = find_tool("ptxas")
+    key = hashlib.sha256("\0".join([ptxas.path, ptxas.version, arch, *options, text]).encode()).hexdigest()
+    cache = _cache_dir()
+    if cache and (cache / f"{key}.cubin").is_file():
+        meta = json.loads((cache / f"{key}.json").read_text())
+        return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True
+    name = Path(path).name if path and not path.startswith("<") else "input.ptx"
+    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+        source, cubin = Path(tmp) / name, Path(tmp) / "out.cubin"
+        source.write_text(text)
+        relocatable = False
+        while True:
+            args = ["-v", "--warn-on-spills", f"-arch={arch}", *options, *(["-c"] * relocatable)]
+            done = run_tool(ptxas, [*args, str(source), "-o", str(cubin)])
+            log = done.stdout + done.stderr
+            if done.returncode == 0 or relocatable or _UNRESOLVED not in log:
+                break
+            relocatable = True
+        if done.returncode != 0:
+            diagnostics = _diagnostics(log, path, text)
+            if not diagnostics:
+                raise EnvironmentProblem(
+                    f"ptxas at {ptxas.path} failed (exit {done.returncode}) without saying why: {log.strip()[:200]}"
+                )
+            raise InputError([d for d in diagnostics if d.severity == "error"] or diagnostics)
+        data = cubin.read_bytes()
+    if cache:
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"{key}.json").write_text(json.dumps({"log": log, "relocatable": relocatable}))
+        partial = cache / f".{key}.{os.getpid()}.tmp"
+        partial.write_bytes(data)
+        os.replace(partial, cache / f"{key}.cubin")
+    return data, log, relocatable, False
+
+
+def _run_nvjitlink(text: str, path: str, arch: str, options: list[str]) -> tuple[bytes, str]:
+    """cubin and log from nvJitLink in this process (always relocatable mode)."""
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as error:
+        raise EnvironmentProblem(
+            f"cuda.bindings.nvjitlink unavailable ({error}): pip install 'cuda-bindings>=13,<14'"
+        ) from None
+    flags = [f"-arch={arch}", "-Xptxas=-v", "-Xptxas=--warn-on-spills", *(f"-Xptxas={o}" for o in options)]
+    try:
+        handle = nvjitlink.create(len(flags), flags)
+    except Exception as error:  # noqa: BLE001 - a missing libnvJitLink shows up here, as several exception types
+        raise EnvironmentProblem(
+            f"nvJitLink cannot start ({type(error).__name__}: {str(error).splitlines()[0]}); "
+            "install it with `pip install 'nvidia-nvjitlink>=13,<14'`, or use --backend ptxas"
+        ) from None
+
+    def log_of(size_fn, get_fn) -> str:
+        buffer = bytearray(size_fn(handle))
+        get_fn(handle, buffer)
+        return buffer.decode(errors="replace").rstrip("\0")
+
+    try:
+        data = text.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), Path(path).name)
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError:
+            log = log_of(nvjitlink.get_error_log_size, nvjitlink.get_error_log)
+            raise InputError(_diagnostics(log, path, text) or [Diagnostic(Location(path), log.strip())]) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin), log_of(nvjitlink.get_info_log_size, nvjitlink.get_info_log)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def compile_ptx(
+    text: str,
+    path: str,
+    arch: str,
+    *,
+    backend: str = "ptxas",
+    lineinfo: bool = False,
+) -> Compiled:
+    """Assemble PTX for `arch`; InputError (exit 2) with ptxas's messages at the input's lines if it is rejected."""
+    options = ["-lineinfo"] * lineinfo
+    if backend == "nvjitlink":
+        cubin, log = _run_nvjitlink(text, path, arch, options)
+        relocatable, cached = True, False
+    else:
+        cubin, log, relocatable, cached = _run_ptxas(text, path, arch, options)
+    return Compiled(cubin, arch, backend, log, relocatable, cached, parse_verbose(log), parse_warnings(log))
