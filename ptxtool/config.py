@@ -1,0 +1,43 @@
+"""`[tool.ptxtool]` settings from the nearest pyproject.toml, for every command to read its own table from."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from ptxtool.errors import InputError
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    """The pyproject.toml in `start` (default: the working directory) or the closest directory above it."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file as a dict; InputError at the offending line when it is not valid TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InputError.at(str(path), f"cannot read: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        message = str(error)
+        line = int(message.rsplit("line ", 1)[1].split(",")[0]) if "(at line " in message else 0
+        raise InputError.at(str(path), f"not valid TOML: {message.split(' (at line')[0]}", line) from None
+
+
+def tool_config(section: str | None = None, start: Path | None = None) -> dict:
+    """`[tool.ptxtool]`, or its sub-table `[tool.ptxtool.<section>]`, from the nearest pyproject.toml; {} if none."""
+    path = find_pyproject(start)
+    if path is None:
+        return {}
+    table = read_toml(path).get("tool", {}).get("ptxtool", {})
+    if section is not None:
+        table = table.get(section, {})
+    if not isinstance(table, dict):
+        raise InputError.at(str(path), f"[tool.ptxtool{'.' + section if section else ''}] must be a table")
+    return table

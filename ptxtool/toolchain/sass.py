@@ -1,0 +1,136 @@
+"""SASS from a cubin through nvdisasm: per-function instruction lists (`-json`), the statistics people ask about
+(global and local memory traffic by full variant, barriers, tensor-core operations), and a listing with the PTX
+lines each instruction came from (`-gp`, for cubins built with `-lineinfo`)."""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptxtool.errors import EnvironmentProblem
+from ptxtool.toolchain.discover import find_tool, run_tool
+
+# instruction classes by mnemonic (the opcode before its first dot)
+GLOBAL_MEMORY = frozenset(
+    {"LDG", "STG", "ATOMG", "RED", "REDG", "LDGSTS", "UBLKCP", "UBLKRED", "UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF"}
+)
+LOCAL_MEMORY = frozenset({"LDL", "STL"})
+BARRIERS = frozenset({"BAR", "BARRIER", "SYNCS", "UCGABAR_ARV", "UCGABAR_WAIT", "MEMBAR", "ERRBAR", "CGAERRBAR"})
+TENSOR_CORE = frozenset(
+    {
+        "HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA",
+        "HGMMA", "IGMMA", "QGMMA", "BGMMA",
+        "UTCHMMA", "UTCIMMA", "UTCQMMA", "UTCOMMA", "UTCMMA",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SassInstruction:
+    """One SASS instruction: full opcode with modifiers (`LDG.E.128.CONSTANT`), operands, and guard (`@P0`)."""
+
+    opcode: str
+    operands: str = ""
+    predicate: str = ""
+
+    @property
+    def mnemonic(self) -> str:
+        return self.opcode.split(".", 1)[0]
+
+
+@dataclass
+class SassStats:
+    """What a function's SASS amounts to. Counters are keyed by full opcode, except `histogram` (by mnemonic)."""
+
+    count: int = 0
+    histogram: dict[str, int] = field(default_factory=dict)
+    global_memory: dict[str, int] = field(default_factory=dict)
+    local_memory: dict[str, int] = field(default_factory=dict)
+    barriers: dict[str, int] = field(default_factory=dict)
+    tensor_core: dict[str, int] = field(default_factory=dict)
+
+
+def _sorted(counter: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def statistics(instructions: list[SassInstruction]) -> SassStats:
+    """Counts over one function's instructions (NOPs included in `count`, as the hardware fetches them)."""
+    classes = {"global_memory": GLOBAL_MEMORY, "local_memory": LOCAL_MEMORY, "barriers": BARRIERS}
+    classes["tensor_core"] = TENSOR_CORE
+    counters: dict[str, Counter[str]] = {name: Counter() for name in classes}
+    for i in instructions:
+        for name, members in classes.items():
+            if i.mnemonic in members:
+                counters[name][i.opcode] += 1
+    return SassStats(
+        len(instructions),
+        _sorted(Counter(i.mnemonic for i in instructions)),
+        **{name: _sorted(c) for name, c in counters.items()},
+    )
+
+
+def _nvdisasm(cubin: bytes, options: list[str]) -> str:
+    nvdisasm = find_tool("nvdisasm")
+    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+        path = Path(tmp) / "code.cubin"
+        path.write_bytes(cubin)
+        done = run_tool(nvdisasm, [*options, str(path)])
+    if done.returncode != 0:
+        raise EnvironmentProblem(f"nvdisasm at {nvdisasm.path} failed (exit {done.returncode}): {done.stderr.strip()}")
+    return done.stdout
+
+
+def disassemble(cubin: bytes) -> dict[str, list[SassInstruction]]:
+    """Instructions per function, in cubin order, from `nvdisasm -json`."""
+    text = _nvdisasm(cubin, ["-json"])
+    try:
+        _, functions = json.loads(text)
+    except ValueError as error:
+        raise EnvironmentProblem(f"nvdisasm -json printed something that is not its JSON ({error})") from None
+    return {
+        f["function-name"]: [
+            SassInstruction(i["opcode"], i.get("operands", ""), i.get("predicate", ""))
+            for i in f.get("sass-instructions", [])
+        ]
+        for f in functions
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ListingLine:
+    """A line of an annotated listing: a SASS instruction's text and the PTX line it came from (0: unknown)."""
+
+    text: str
+    ptx_line: int = 0
+
+
+_SECTION = re.compile(r"^\.text\.(\S+):$")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(.*?)\s*;?\s*$")
+_PTX_LINE = re.compile(r'^\s*//## File "[^"]*", line (\d+)')
+_LABEL = re.compile(r"^(\.L_\w+):$")
+
+
+def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
+    """Per function, its instructions and labels as nvdisasm prints them, each tagged with its PTX line."""
+    text = _nvdisasm(cubin, ["-c", *(["-gp"] * with_ptx_lines)])
+    functions: dict[str, list[ListingLine]] = {}
+    current: list[ListingLine] | None = None
+    line = 0
+    for raw in text.splitlines():
+        if section := _SECTION.match(raw):
+            current = functions.setdefault(section.group(1), [])
+            line = 0
+        elif current is None:
+            continue
+        elif at := _PTX_LINE.match(raw):
+            line = int(at.group(1))
+        elif label := _LABEL.match(raw.strip()):
+            current.append(ListingLine(label.group(1) + ":"))
+        elif instruction := _INSTRUCTION.match(raw):
+            current.append(ListingLine(instruction.group(1), line))
+    return functions
