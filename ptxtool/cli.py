@@ -239,5 +239,96 @@ def doctor_command(as_json: bool) -> None:
         sys.exit(EXIT_ENVIRONMENT)
 
 
+# ---------------------------------------------------------------- run, bench (GPU)
+
+
+def _gpu_inputs(files: tuple[str, ...], spec_path: str):
+    from ptxtool.launch import load_spec
+
+    if len(files) > 2:
+        raise click.UsageError("give one file to run, or two (A B) to compare")
+    return load_spec(spec_path)
+
+
+def _emit(report, as_json: bool) -> None:
+    if as_json:
+        json.dump(report.to_data(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    console = stderr_console()
+    for line in report.lines():
+        console.print(line, markup=False)
+
+
+@main.command("run")
+@click.argument("files", nargs=-1, required=True, metavar="A.ptx [B.ptx]")
+@click.option("--spec", "-s", "spec_path", required=True, help="Launch spec (TOML): grid, block, parameters.")
+@click.option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only kernel).")
+@click.option("--trials", "-n", type=click.IntRange(min=1), help="Trials, fresh random inputs each (default: spec).")
+@click.option("--seed", type=int, help="Seed of the random inputs (default: the spec's `seed`).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per launch.")
+@click.option("--ptxas", is_flag=True, help="Assemble with ptxas for this GPU instead of the driver's JIT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@_guarded
+def run_command(
+    files: tuple[str, ...],
+    spec_path: str,
+    kernel: str | None,
+    trials: int | None,
+    seed: int | None,
+    timeout: float,
+    ptxas: bool,
+    as_json: bool,
+) -> None:
+    """Run a kernel on the GPU; with two files, run both on identical inputs and compare every buffer bit for bit.
+
+    \b
+    Each trial draws fresh random inputs; outputs are poisoned with the spec's byte (0x5A) before every launch,
+    and a guard zone after each buffer catches writes past its end. A is run twice per trial first: if it
+    differs from itself the kernel is nondeterministic, and the spec must give its outputs a tolerance.
+    A .cubin file is loaded as it is (give the kernel's exact name).
+    Exit 0: identical (or within tolerance); 1: outputs differ, a fault, or an overrun; 3: no GPU driver.
+    """
+    from ptxtool.run import run
+
+    spec = _gpu_inputs(files, spec_path)
+    report = run(files, spec, kernel, trials=trials, seed=seed, timeout=timeout, ptxas=ptxas)
+    _emit(report, as_json)
+    sys.exit(report.exit_code)
+
+
+@main.command("bench")
+@click.argument("files", nargs=-1, required=True, metavar="A.ptx [B.ptx]")
+@click.option("--spec", "-s", "spec_path", required=True, help="Launch spec (TOML): grid, block, parameters.")
+@click.option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only kernel).")
+@click.option("--launches", type=click.IntRange(min=3), default=200, show_default=True, help="Timed launches each.")
+@click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed launches first.")
+@click.option("--seed", type=int, help="Seed of the random inputs (default: the spec's `seed`).")
+@click.option("--ptxas", is_flag=True, help="Assemble with ptxas for this GPU instead of the driver's JIT.")
+@click.option("--json", "as_json", is_flag=True, help="Print the timings as JSON on stdout.")
+@_guarded
+def bench_command(
+    files: tuple[str, ...],
+    spec_path: str,
+    kernel: str | None,
+    launches: int,
+    warmup: int,
+    seed: int | None,
+    ptxas: bool,
+    as_json: bool,
+) -> None:
+    """Time a kernel with CUDA events: the median of many launches, and the ratio B/A measured in the same run.
+
+    \b
+    Launches of A and B alternate, each on the next of several copies of the inputs (together larger than
+    the L2), so neither gets a warm cache the other did not. `noise` is A's odd launches against its even ones:
+    a ratio closer to 1 than that is not a difference.
+    """
+    from ptxtool.run import bench
+
+    spec = _gpu_inputs(files, spec_path)
+    report = bench(files, spec, kernel, launches=launches, warmup=warmup, seed=seed, ptxas=ptxas)
+    _emit(report, as_json)
+
+
 if __name__ == "__main__":
     main()
