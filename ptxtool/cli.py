@@ -330,5 +330,154 @@ def bench_command(
     _emit(report, as_json)
 
 
+# ---------------------------------------------------------------- inspect and sass
+
+
+def _inspect_settings(arch: str | None, block_size: int | None, backend: str | None):
+    """Options from the flags, falling back on [tool.ptxtool.inspect] in the nearest pyproject.toml."""
+    from ptxtool.config import tool_config
+    from ptxtool.inspect import Options
+
+    config = tool_config("inspect")
+    return Options(
+        arch=arch or config.get("arch"),
+        block_size=block_size or config.get("block-size"),
+        backend=backend or config.get("backend", "ptxas"),
+    )
+
+
+@main.command("inspect")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--arch", help="Compile for this target (e.g. sm_90a) instead of the module's .target.")
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, 1024),
+    help="Threads per block for occupancy (default: .reqntid/.maxntid, else 256).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["ptxas", "nvjitlink"]),
+    help="ptxas (default) or nvJitLink in-process (relocatable-mode numbers).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
+@click.option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")
+@click.option("--budget", type=click.Path(dir_okay=False), help="TOML limits per kernel name or glob.")
+@click.option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
+@click.option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
+@click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
+@_guarded
+def inspect_command(
+    files: tuple[str, ...],
+    arch: str | None,
+    block_size: int | None,
+    backend: str | None,
+    as_json: bool,
+    sarif: bool,
+    budget: str | None,
+    baseline: str | None,
+    update_baseline: bool,
+    jobs: int | None,
+) -> None:
+    """Per kernel: ptxas resources, occupancy, SASS statistics and PTX facts; budgets and baselines for CI.
+
+    \b
+    FILE is PTX, or CUDA C++ (.cu) compiled to PTX with nvcc when nvcc is available.
+    Exit 1 when a kernel breaks a --budget limit or regresses against --baseline (one message each);
+    2 when an input cannot be read, parsed or assembled; 3 when ptxas or nvdisasm is missing.
+    Defaults come from [tool.ptxtool.inspect] in the nearest pyproject.toml (arch, block-size, backend,
+    budget, baseline).
+    """
+    from ptxtool import budget as checks
+    from ptxtool.config import tool_config
+    from ptxtool.inspect import Failure, inspect_files
+
+    if as_json and sarif:
+        raise click.UsageError("--json and --sarif are two formats of one report: choose one")
+    if update_baseline and not (baseline or tool_config("inspect").get("baseline")):
+        raise click.UsageError("--update-baseline needs --baseline FILE (where to write it)")
+    options = _inspect_settings(arch, block_size, backend)
+    config = tool_config("inspect")
+    budget = budget or config.get("budget")
+    baseline = baseline or config.get("baseline")
+    limits = checks.load_budget(budget) if budget else None
+    before = checks.load_baseline(baseline) if baseline and not update_baseline else None
+    console = stderr_console()
+    results = _inspect_with_progress(list(files), options, jobs, console, inspect_files)
+    reports = [r for r in results if not isinstance(r, Failure)]
+    for failure in (r for r in results if isinstance(r, Failure)):
+        _report(InputError(list(failure.diagnostics)))
+    violations = (checks.check_budget(limits, reports) if limits else []) + (
+        checks.check_baseline(before, baseline, reports) if before else []
+    )
+    if update_baseline:
+        checks.write_baseline(baseline, reports)
+        console.print(f"wrote baseline {baseline} ({sum(len(r.kernels) for r in reports)} kernels)")
+    if as_json or sarif:
+        from ptxtool.report.json_report import inspect_document
+        from ptxtool.report.sarif import sarif_document
+        from ptxtool.toolchain.discover import find_tool
+
+        tools = {"ptxtool": __version__, "ptxas": find_tool("ptxas").version}
+        document = (
+            inspect_document(reports, violations, tools)
+            if as_json
+            else sarif_document(reports, violations, __version__)
+        )
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        from rich.console import Console
+
+        from ptxtool.report.inspect_table import print_inspect_table
+
+        print_inspect_table(Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200), reports)
+    for v in violations:
+        where = v.path + (f":{v.line}" if v.line else "")
+        console.print(f"[bold]{where}:[/bold] [bold red]{v.origin}:[/bold red] {v.message}", markup=True)
+    if len(reports) < len(results):
+        sys.exit(EXIT_INPUT)
+    if violations:
+        sys.exit(EXIT_FOUND)
+
+
+def _inspect_with_progress(files, options, jobs, console, inspect_files):
+    """inspect_files with a progress bar on stderr when it is a terminal and there are several files."""
+    if len(files) < 2 or not console.is_terminal:
+        return inspect_files(files, options, jobs)
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("inspecting", total=len(files))
+        return inspect_files(files, options, jobs, lambda: progress.advance(task))
+
+
+@main.command("sass")
+@click.argument("file", metavar="FILE")
+@click.option("--kernel", "-k", help="Only this kernel (or function).")
+@click.option("--arch", help="Compile for this target instead of the module's .target.")
+@click.option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
+@_guarded
+def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -> None:
+    """Print the SASS ptxas makes of FILE, each run of instructions under the PTX line it came from.
+
+    The PTX is assembled with -lineinfo and disassembled with nvdisasm -gp; --plain leaves the PTX out.
+    """
+    from ptxtool.inspect import sass_listing
+
+    source, functions = sass_listing(file, _inspect_settings(arch, None, None), kernel, not plain)
+    ptx_lines = source.text.splitlines()
+    out = []
+    for name, entries in functions.items():
+        out.append(f"// ---- {name}")
+        shown = 0
+        for entry in entries:
+            if entry.ptx_line and entry.ptx_line != shown and entry.ptx_line <= len(ptx_lines):
+                shown = entry.ptx_line
+                out.append(f"        // {shown:>5}: {ptx_lines[shown - 1].strip()}")
+            out.append(entry.text if entry.text.endswith(":") else f"    {entry.text};")
+        out.append("")
+    sys.stdout.write("\n".join(out))
+
+
 if __name__ == "__main__":
     main()

@@ -164,3 +164,33 @@ def compile_ptx(
     else:
         cubin, log, relocatable, cached = _run_ptxas(text, path, arch, options)
     return Compiled(cubin, arch, backend, log, relocatable, cached, parse_verbose(log), parse_warnings(log))
+
+
+_NVCC_MESSAGE = re.compile(r"^(.*?)\((\d+)\): (error|warning)\s*: (.*)$")
+
+
+def cuda_to_ptx(path: str, arch: str | None) -> str:
+    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default); errors at the .cu lines."""
+    nvcc = find_tool("nvcc")
+    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+        out = Path(tmp) / "out.ptx"
+        done = run_tool(nvcc, ["-ptx", *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)])
+        if done.returncode == 0:
+            return out.read_text()
+    log = done.stdout + done.stderr
+    lines = Path(path).read_text(errors="replace").splitlines()
+    diagnostics = [
+        Diagnostic(
+            Location(path, int(m.group(2)), 0, lines[int(m.group(2)) - 1] if int(m.group(2)) <= len(lines) else ""),
+            f"nvcc: {m.group(4)}",
+            m.group(3),
+        )
+        for m in map(_NVCC_MESSAGE.match, log.splitlines())
+        if m
+    ]
+    if not any(d.severity == "error" for d in diagnostics):
+        raise EnvironmentProblem(
+            f"nvcc could not compile {path} (exit {done.returncode}): {log.strip()[:300]}; nvcc needs a host C++ "
+            "compiler (g++) and the CUDA headers (`pip install nvidia-cuda-cccl`)"
+        )
+    raise InputError([d for d in diagnostics if d.severity == "error"])

@@ -34,7 +34,7 @@ WARNING_KINDS: tuple[tuple[str, str], ...] = (
     ("wgmma.wait_group is injected", "wgmma-wait-injected"),
 )
 _CODE = re.compile(r"\((C\d{4})\)")
-_IN_FUNCTION = re.compile(r"function '?([\w$.]+)'?")
+_IN_FUNCTION = re.compile(r"(?:function|entry) '?([\w$.]+)'?")
 _LINE = re.compile(r"line (\d+)")
 
 

@@ -1,0 +1,278 @@
+"""The `inspect` and `sass` services: per kernel, what ptxas (resources), the SASS (statistics), the occupancy rules
+and the PTX itself (instruction families, cache operators, barriers, shared memory, parameters) say about it.
+
+Files are inspected in parallel processes; results come back in input order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+
+from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.sources import Source, parse_source, read_source
+from ptxtool.syntax import ast
+from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
+from ptxtool.toolchain.occupancy import Occupancy, occupancy
+from ptxtool.toolchain.resources import FunctionResources, ToolWarning
+from ptxtool.toolchain.sass import ListingLine, SassStats, disassemble, listing, statistics
+
+DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
+
+TYPE_BYTES = {
+    **dict.fromkeys((".b8", ".s8", ".u8", ".e4m3", ".e5m2"), 1),
+    **dict.fromkeys((".b16", ".s16", ".u16", ".f16", ".bf16"), 2),
+    **dict.fromkeys((".b32", ".s32", ".u32", ".f32", ".f16x2", ".bf16x2", ".tf32"), 4),
+    **dict.fromkeys((".b64", ".s64", ".u64", ".f64"), 8),
+    ".b128": 16,
+}
+# modifiers of ld/st.global that say how the access is cached (ordering qualifiers change caching too)
+CACHE_WORDS = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "volatile", "relaxed", "acquire", "release"})
+BARRIER_OPCODES = frozenset({"bar", "barrier", "mbarrier", "membar"})
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How to compile and what to assume: target override, launch block size, backend."""
+
+    arch: str | None = None
+    block_size: int | None = None
+    backend: str = "ptxas"
+
+
+@dataclass
+class PtxFacts:
+    """What the PTX of one kernel says, before ptxas: counts by opcode, global accesses by cache operator,
+    barriers, declared shared memory (`dynamic_shared`: an extern array sized at launch), parameters."""
+
+    instructions: int = 0
+    families: dict[str, int] = field(default_factory=dict)
+    global_loads: dict[str, int] = field(default_factory=dict)
+    global_stores: dict[str, int] = field(default_factory=dict)
+    barriers: dict[str, int] = field(default_factory=dict)
+    shared_declared: int = 0
+    dynamic_shared: bool = False
+    params: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class KernelReport:
+    """Everything `inspect` knows about one kernel. `block_size_from` says where the block size came from."""
+
+    name: str
+    line: int
+    resources: FunctionResources
+    occupancy: Occupancy | None
+    block_size_from: str
+    sass: SassStats
+    ptx: PtxFacts
+    warnings: list[ToolWarning] = field(default_factory=list)
+
+
+@dataclass
+class FileReport:
+    """One input: target, backend, the kernels, and ptxas warnings not tied to a kernel. `lines_are_ptx` is False
+    for a .cu input, whose kernels' lines point into PTX that nvcc generated and nobody keeps."""
+
+    path: str
+    arch: str
+    backend: str
+    relocatable: bool
+    kernels: list[KernelReport]
+    warnings: list[ToolWarning] = field(default_factory=list)
+    lines_are_ptx: bool = True
+
+
+# ---------------------------------------------------------------- PTX facts
+
+
+def _statements(block: ast.Block) -> Iterator[ast.Statement]:
+    for s in block.statements:
+        yield s
+        if isinstance(s, ast.Block):
+            yield from _statements(s)
+
+
+def _declared_bytes(attributes: tuple[ast.Attribute, ...], dims: tuple[ast.Immediate | None, ...]) -> int | None:
+    """Size of a declared variable; None for an unsized (extern, dynamic) array."""
+    if any(d is None for d in dims):
+        return None
+    width = next((TYPE_BYTES[a.word] for a in attributes if a.word in TYPE_BYTES), 0)
+    vector = next((int(a.word[2:]) for a in attributes if a.word in (".v2", ".v4", ".v8")), 1)
+    return width * vector * prod(int(d.value) for d in dims if d is not None)
+
+
+def _access_key(instruction: ast.Instruction) -> str:
+    words = [m for m in instruction.modifiers if m in CACHE_WORDS or m.startswith(("L1::", "L2::"))]
+    return ".".join(words) or "default"
+
+
+def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration]) -> PtxFacts:
+    """Facts about one kernel's PTX; `module_shared` maps module-level .shared names to their declarations."""
+    facts = PtxFacts()
+    families: Counter[str] = Counter()
+    loads: Counter[str] = Counter()
+    stores: Counter[str] = Counter()
+    barriers: Counter[str] = Counter()
+    used_module_shared: set[str] = set()
+    assert function.body is not None
+    for statement in _statements(function.body):
+        if isinstance(statement, ast.Declaration) and statement.has(".shared"):
+            for d in statement.declarators:
+                size = _declared_bytes(statement.attributes, d.dims)
+                facts.dynamic_shared |= size is None
+                facts.shared_declared += size or 0
+        if not isinstance(statement, ast.Instruction):
+            continue
+        families[statement.opcode] += 1
+        if "global" in statement.modifiers and statement.opcode in ("ld", "st"):
+            (loads if statement.opcode == "ld" else stores)[_access_key(statement)] += 1
+        if statement.opcode in BARRIER_OPCODES:
+            barriers[".".join((statement.opcode, *statement.modifiers[:1]))] += 1
+        if module_shared:
+            used_module_shared |= {
+                n.text for n in ast.walk(statement) if isinstance(n, ast.Name)
+            } & module_shared.keys()
+    for name in sorted(used_module_shared):
+        declaration = module_shared[name]
+        d = next(d for d in declaration.declarators if d.name == name)
+        size = _declared_bytes(declaration.attributes, d.dims)
+        facts.dynamic_shared |= size is None
+        facts.shared_declared += size or 0
+    facts.instructions = sum(families.values())
+    facts.families = dict(families.most_common())
+    facts.global_loads, facts.global_stores, facts.barriers = dict(loads), dict(stores), dict(barriers)
+    for p in function.params or ():
+        type_word = next((a.word for a in p.attributes if a.word in TYPE_BYTES), "")
+        facts.params.append({"name": p.name, "type": type_word, "bytes": _declared_bytes(p.attributes, p.dims) or 0})
+    return facts
+
+
+def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
+    """The block size to assume and where it came from: .reqntid, then --block-size, then .maxntid, else 256."""
+    directives = {d.word: prod(int(v.value) for v in d.values) for d in function.directives}
+    if ".reqntid" in directives:
+        return directives[".reqntid"], "reqntid"
+    if option:
+        return option, "option"
+    if ".maxntid" in directives:
+        return directives[".maxntid"], "maxntid"
+    return DEFAULT_BLOCK_SIZE, "default"
+
+
+# ---------------------------------------------------------------- one file
+
+
+def _load(path: str, options: Options) -> tuple[Source, ast.Module, bool]:
+    if path.endswith(".cu"):
+        if not Path(path).is_file():
+            raise InputError.at(path, "no such file")
+        source = Source(path, cuda_to_ptx(path, options.arch))
+        return source, parse_source(source), False
+    source = read_source(path)
+    return source, parse_source(source), True
+
+
+def inspect_file(path: str, options: Options) -> FileReport:
+    """Compile one PTX (or .cu) file and report on each of its kernels."""
+    source, module, lines_are_ptx = _load(path, options)
+    arch = target_arch(module.targets, source.display, options.arch)
+    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend)
+    sass = disassemble(compiled.cubin)
+    module_shared = {
+        d.name: item
+        for item in module.items
+        if isinstance(item, ast.Declaration) and item.has(".shared")
+        for d in item.declarators
+    }
+    kernels = []
+    for function in module.kernels:
+        resources = compiled.functions.get(function.name) or FunctionResources(function.name, is_kernel=True)
+        threads, threads_from = block_size(function, options.block_size)
+        kernels.append(
+            KernelReport(
+                function.name,
+                function.line if lines_are_ptx else 0,
+                resources,
+                occupancy(arch, resources.registers or 0, resources.shared, threads),
+                threads_from,
+                statistics(sass.get(function.name, [])),
+                ptx_facts(function, module_shared),
+                [w for w in compiled.warnings if w.function == function.name],
+            )
+        )
+    names = {k.name for k in kernels}
+    loose = [w for w in compiled.warnings if w.function not in names]
+    return FileReport(source.display, arch, options.backend, compiled.relocatable, kernels, loose, lines_are_ptx)
+
+
+# ---------------------------------------------------------------- many files
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A file that could not be inspected: its diagnostics (bad input) or an environment problem."""
+
+    path: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    environment: str = ""
+
+
+def _inspect_one(path: str, options: Options) -> FileReport | Failure:
+    """inspect_file with errors as values, so they cross process boundaries intact."""
+    try:
+        return inspect_file(path, options)
+    except InputError as error:
+        return Failure(path, tuple(error.diagnostics) or (Diagnostic(Location(path), str(error)),))
+    except EnvironmentProblem as problem:
+        return Failure(path, environment=str(problem))
+
+
+def inspect_files(
+    paths: list[str], options: Options, jobs: int | None = None, advance: Callable[[], None] | None = None
+) -> list[FileReport | Failure]:
+    """Inspect files in parallel processes (one per core unless `jobs` says otherwise), results in input order.
+    `advance` is called once per finished file (for a progress bar). An environment problem stops everything."""
+    jobs = min(len(paths), jobs or os.cpu_count() or 1)
+    results: list[FileReport | Failure] = []
+    if jobs <= 1:
+        for path in paths:
+            results.append(_inspect_one(path, options))
+            if advance:
+                advance()
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            futures = [pool.submit(_inspect_one, path, options) for path in paths]
+            if advance:
+                for future in futures:
+                    future.add_done_callback(lambda _: advance())
+            results = [f.result() for f in futures]
+    problem = next((r.environment for r in results if isinstance(r, Failure) and r.environment), None)
+    if problem:
+        raise EnvironmentProblem(problem)
+    return results
+
+
+# ---------------------------------------------------------------- sass listing
+
+
+def sass_listing(
+    path: str, options: Options, kernel: str | None, with_ptx: bool
+) -> tuple[Source, dict[str, list[ListingLine]]]:
+    """SASS per function (or only `kernel`), each instruction tagged with the PTX line it came from."""
+    source, module, _ = _load(path, options)
+    arch = target_arch(module.targets, source.display, options.arch)
+    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=with_ptx)
+    functions = listing(compiled.cubin, with_ptx)
+    if kernel is not None:
+        if kernel not in functions:
+            raise InputError.at(
+                source.display, f"no function {kernel!r} in the SASS; there are: {', '.join(functions)}"
+            )
+        functions = {kernel: functions[kernel]}
+    return source, functions

@@ -1,0 +1,79 @@
+"""`inspect --sarif`: SARIF 2.1.0 for code scanning (GitHub and others): budget and baseline violations as
+errors, ptxas warnings as warnings, each at its PTX line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+# rule id -> short description
+RULES: dict[str, str] = {
+    "budget/max_registers": "More registers per thread than the budget allows",
+    "budget/max_spill_bytes": "More register spilling than the budget allows",
+    "budget/max_stack_bytes": "A larger stack frame than the budget allows",
+    "budget/max_shared_bytes": "More shared memory than the budget allows",
+    "budget/min_occupancy": "Lower theoretical occupancy than the budget allows",
+    "budget/local_memory": "Local memory used where the budget forbids it",
+    "baseline/registers": "Registers per thread rose above the baseline",
+    "baseline/spill_bytes": "Spilled bytes rose above the baseline",
+    "baseline/stack_bytes": "Stack frame grew beyond the baseline",
+    "baseline/local_memory_ops": "Local memory instructions rose above the baseline",
+    "baseline/occupancy": "Theoretical occupancy fell below the baseline",
+    "ptxas/spill": "ptxas spilled registers to local memory",
+    "ptxas/wgmma-serialized": "ptxas serialized wgmma instructions",
+    "ptxas/wgmma-wait-injected": "ptxas injected a wgmma.wait_group",
+    "ptxas/setmaxnreg-ignored": "ptxas ignored setmaxnreg",
+    "ptxas/setmaxnreg": "ptxas note about setmaxnreg",
+    "ptxas/other": "Another ptxas warning",
+}
+
+
+def _location(path: str, line: int) -> dict:
+    physical: dict = {"artifactLocation": {"uri": Path(path).as_posix()}}
+    if line:
+        physical["region"] = {"startLine": line}
+    return {"physicalLocation": physical}
+
+
+def sarif_document(reports: list, violations: list, version: str) -> dict:
+    """One SARIF run holding every violation and every ptxas warning of the inspected files."""
+    results = [
+        {
+            "ruleId": f"{v.origin}/{v.check}",
+            "level": "error",
+            "message": {"text": v.message},
+            "locations": [_location(v.path, v.line)],
+        }
+        for v in violations
+    ]
+    for r in reports:
+        kernel_lines = {k.name: k.line for k in r.kernels}
+        warnings = [w for k in r.kernels for w in k.warnings] + list(r.warnings)
+        for w in warnings:
+            line = w.line or kernel_lines.get(w.function, 0) if r.lines_are_ptx else 0
+            results.append(
+                {
+                    "ruleId": f"ptxas/{w.kind}",
+                    "level": "warning",
+                    "message": {"text": f"ptxas: {w.message}"},
+                    "locations": [_location(r.path, line)],
+                }
+            )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "ptxtool",
+                        "version": version,
+                        "informationUri": "https://github.com/ptxtool/ptxtool",
+                        "rules": [{"id": rule, "shortDescription": {"text": text}} for rule, text in RULES.items()],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
