@@ -187,3 +187,19 @@ def test_nvjitlink_backend_relocatable_or_clear_message():
         assert "nvidia-nvjitlink" in str(problem)
         return
     assert compiled.relocatable and compiled.functions["nbody_tile"].registers > 0
+    spilled = compiled.functions["long_live_ranges"]
+    assert spilled.spill_stores > 0 and spilled.stack_frame > 0
+
+
+def test_nvjitlink_rejection_at_lines():
+    text = (SAMPLES / "tensorcore.sm80.ptx").read_text().replace("mov.u32", "mov.u99", 1)
+    line = text[: text.index("mov.u99")].count("\n") + 1
+    try:
+        compile_ptx(text, "t.ptx", "sm_80", backend="nvjitlink")
+    except EnvironmentProblem as problem:
+        assert "nvidia-nvjitlink" in str(problem)
+        return
+    except InputError as error:
+        assert error.diagnostics[0].location.line == line
+        return
+    pytest.fail("nvJitLink accepted an unknown modifier")

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 _NAMED = re.compile(r"^ptxas info\s*: (?:Compiling (?:entry )?function|Function properties for) '?([^' ]+)'?")
 _USED = re.compile(r"^ptxas info\s*: Used \d+ registers")
+_PROPERTIES = re.compile(
+    r"^(?:ptxas\s+\.)?\s+\d"
+)  # the indented line after "Function properties" (nvJitLink: "ptxas .")
 
 # one regex per number ptxas prints, and the field it fills
 _FIELDS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -86,7 +89,7 @@ def parse_verbose(log: str) -> dict[str, FunctionResources]:
             current = functions.setdefault(named.group(1), FunctionResources(named.group(1)))
             current.is_kernel |= "entry function" in line
             continue
-        if current is None or not (line.startswith(" ") or _USED.match(line)):
+        if current is None or not (_PROPERTIES.match(line) or _USED.match(line)):
             continue
         for pattern, name in _FIELDS:
             found = pattern.search(line)
