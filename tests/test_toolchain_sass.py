@@ -91,3 +91,13 @@ def test_listing_maps_sass_to_ptx_lines():
     loads = [entry for entry in plain_copy if entry.text.startswith("LDG")]
     assert loads and all("ld.global" in lines[entry.ptx_line - 1] for entry in loads)
     assert all(entry.ptx_line == 0 for entry in listing(compiled.cubin, with_ptx_lines=False)["plain_copy"])
+
+
+def test_disassembly_cached_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXTOOL_CACHE_DIR", str(tmp_path))
+    cubin = _compiled("tensorcore.sm80.ptx", "sm_80").cubin
+    first = disassemble(cubin)
+    assert len(list(tmp_path.glob("*.sass"))) == 1
+    assert disassemble(cubin) == first
+    disassemble(cubin + b"\0")  # other bytes, another entry
+    assert len(list(tmp_path.glob("*.sass"))) == 2

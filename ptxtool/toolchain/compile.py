@@ -65,7 +65,8 @@ def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
     return found
 
 
-def _cache_dir() -> Path | None:
+def cache_dir() -> Path | None:
+    """Where compiled and disassembled results are kept, or None when caching is off."""
     setting = os.environ.get("PTXTOOL_CACHE_DIR")
     if setting == "off":
         return None
@@ -78,7 +79,7 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
     """cubin, log, relocatable, cached: ptxas on `text`, with `-c` when the module calls external functions."""
     ptxas = find_tool("ptxas")
     key = hashlib.sha256("\0".join([ptxas.path, ptxas.version, arch, *options, text]).encode()).hexdigest()
-    cache = _cache_dir()
+    cache = cache_dir()
     if cache and (cache / f"{key}.cubin").is_file():
         meta = json.loads((cache / f"{key}.json").read_text())
         return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True

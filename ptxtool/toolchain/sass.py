@@ -4,7 +4,9 @@ lines each instruction came from (`-gp`, for cubins built with `-lineinfo`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import tempfile
 from collections import Counter
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
+from ptxtool.toolchain.compile import cache_dir
 from ptxtool.toolchain.discover import find_tool, run_tool
 
 # instruction classes by mnemonic (the opcode before its first dot)
@@ -75,13 +78,23 @@ def statistics(instructions: list[SassInstruction]) -> SassStats:
 
 
 def _nvdisasm(cubin: bytes, options: list[str]) -> str:
+    """nvdisasm's output for a cubin, cached by content (nvdisasm takes ~0.5 s even on a small cubin)."""
     nvdisasm = find_tool("nvdisasm")
+    key = hashlib.sha256("\0".join([nvdisasm.path, nvdisasm.version, *options]).encode() + cubin).hexdigest()
+    cache = cache_dir()
+    if cache and (cache / f"{key}.sass").is_file():
+        return (cache / f"{key}.sass").read_text()
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         path = Path(tmp) / "code.cubin"
         path.write_bytes(cubin)
         done = run_tool(nvdisasm, [*options, str(path)])
     if done.returncode != 0:
         raise EnvironmentProblem(f"nvdisasm at {nvdisasm.path} failed (exit {done.returncode}): {done.stderr.strip()}")
+    if cache:
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = cache / f".{key}.{os.getpid()}.tmp"
+        partial.write_text(done.stdout)
+        os.replace(partial, cache / f"{key}.sass")
     return done.stdout
 
 
