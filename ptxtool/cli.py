@@ -430,7 +430,8 @@ def inspect_command(
 
         from ptxtool.report.inspect_table import print_inspect_table
 
-        print_inspect_table(Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200), reports)
+        table_console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200, highlight=False)
+        print_inspect_table(table_console, reports)
     for v in violations:
         where = v.path + (f":{v.line}" if v.line else "")
         console.print(f"[bold]{where}:[/bold] [bold red]{v.origin}:[/bold red] {v.message}", markup=True)
