@@ -91,7 +91,9 @@ class Gpu:
         self._device = self._call(driver.cuDeviceGet(ordinal), "cuDeviceGet")
         self._context = self._call(driver.cuDevicePrimaryCtxRetain(self._device), "cuDevicePrimaryCtxRetain")
         self._call(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-        self._stream = self._call(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        flags = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self._stream = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")
+        self._side = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")  # releases gates on _stream
         self._buffers: list[int] = []
         self._modules: list[Module] = []
         self._events: list[Any] = []
@@ -106,7 +108,8 @@ class Gpu:
         self.close()
 
     def close(self) -> None:
-        """Free everything; errors are ignored here, since after a fault the context refuses every call."""
+        """Free everything; errors are ignored here, since after a fault the context refuses every call (and, by
+        CUDA's rule, so does every later context in this process: one command is one process)."""
         cu = self._cu
         for event in self._events:
             cu.cuEventDestroy(event)
@@ -115,6 +118,7 @@ class Gpu:
         for module in self._modules:
             cu.cuModuleUnload(module.handle)
         cu.cuStreamDestroy(self._stream)
+        cu.cuStreamDestroy(self._side)
         cu.cuDevicePrimaryCtxRelease(self._device)
         self._events, self._buffers, self._modules = [], [], []
 
@@ -223,8 +227,24 @@ class Gpu:
         del holders  # the driver copies parameter values when the launch is queued
         self._refused(status, "launch")
 
+    def gate(self) -> int:
+        """A device flag for hold/release: launches queued while the stream is held start back to back when it is
+        released, so events time the kernels rather than Python submitting them."""
+        return self.alloc(4)
+
+    def hold(self, gate: int) -> None:
+        cu = self._cu
+        self._check(cu.cuMemsetD32Async(gate, 0, 1, self._stream)[0], "cuMemsetD32Async")
+        wait = int(cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
+        self._check(cu.cuStreamWaitValue32(self._stream, gate, 1, wait)[0], "cuStreamWaitValue32")
+
+    def release(self, gate: int) -> None:
+        cu = self._cu
+        write = int(cu.CUstreamWriteValue_flags.CU_STREAM_WRITE_VALUE_DEFAULT)
+        self._check(cu.cuStreamWriteValue32(self._side, gate, 1, write)[0], "cuStreamWriteValue32")
+
     def event(self) -> Any:
-        event = self._call(self._cu.cuEventCreate(self._cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+        event = self._call(self._cu.cuEventCreate(int(self._cu.CUevent_flags.CU_EVENT_DEFAULT)), "cuEventCreate")
         self._events.append(event)
         return event
 
