@@ -41,6 +41,7 @@ class LexSession:
     errors: list[LexError] = field(default_factory=list)
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
+    stream: Iterator[Token] | None = None
 
 
 class PtxLexer(Lexer):
@@ -70,8 +71,14 @@ class PtxLexer(Lexer):
         self.master = re.compile("|".join(alternatives), re.S)
 
     def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the whole text
+        """The session's token stream; after an error Lark asks again and must get the same stream, resumed."""
         session = PtxLexer.session
         assert session is not None, "PtxLexer.lex runs only inside ptxtool.syntax.parser.parse"
+        if session.stream is None:
+            session.stream = self._tokens(text, session)
+        return session.stream
+
+    def _tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         keywords, punctuation = self.keywords, self.punctuation
         comments, errors = session.comments, session.errors
         count = text.count
@@ -104,8 +111,10 @@ class PtxLexer(Lexer):
                 last_token_line = line
                 continue
             elif kind == "BAD":
-                message = "unterminated block comment" if value == "/*" else f"unexpected character {value!r}"
-                errors.append(LexError(line, start - line_start + 1, message))
+                if value == "/*":  # the rest of the file is inside the comment: nothing more to lex
+                    errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
+                    break
+                errors.append(LexError(line, start - line_start + 1, f"unexpected character {value!r}"))
                 continue
             last_token_line = line
             session.prev_line = session.last_line

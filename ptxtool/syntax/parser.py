@@ -40,15 +40,14 @@ class ParseError(Exception):
         super().__init__(self.issues[0].message if self.issues else "syntax error")
 
     def source_line(self, line: int) -> str:
-        lines = self.text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        return _line_text(self.text, line) if line > 0 else ""
 
 
 _DESCRIBE = {
     "WORD": "a name",
     "DOTWORD": "a directive",
     "INT": "an integer",
-    "FLOAT": "a number",
+    "FLOAT": "a floating-point number",
     "STRING": "a string",
     "$END": "the end of the file",
 }
@@ -60,24 +59,36 @@ def _describe(terminal: str, spellings: dict[str, str]) -> str:
     return _DESCRIBE.get(terminal, terminal.lower())
 
 
-def _unexpected(error: UnexpectedToken, spellings: dict[str, str]) -> SyntaxIssue:
+def _line_text(text: str, line: int) -> str:
+    start = 0
+    for _ in range(line - 1):
+        start = text.find("\n", start) + 1
+    end = text.find("\n", start)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _unexpected(error: UnexpectedToken, spellings: dict[str, str], text: str, prev_line: int) -> SyntaxIssue:
     token = error.token
+    expected_terminals = error.accepts or error.expected
     if token.type == "$END":
-        found = "the end of the file"
+        found = "end of file"
+        line = text.count("\n", 0, len(text.rstrip())) + 1
+        column = len(text.rstrip().rsplit("\n", 1)[-1]) + 1
     else:
         value = token.value if len(token.value) <= 40 else token.value[:40] + "…"
-        found = f"{_DESCRIBE.get(token.type, 'token').removeprefix('a ').removeprefix('an ')} '{value}'"
-        if token.type in spellings:
-            found = f"'{value}'"
-    expected = sorted({_describe(t, spellings) for t in error.expected})
+        kind = _DESCRIBE.get(token.type, "token").removeprefix("a ").removeprefix("an ")
+        found = f"'{value}'" if token.type in spellings else f"{kind} '{value}'"
+        line, column = token.line, token.column
+    if "SEMICOLON" in expected_terminals and token.type != "$END" and token.line > prev_line:
+        end = len(_line_text(text, prev_line).split("//")[0].rstrip()) + 1
+        return SyntaxIssue(prev_line, end, f"missing ';' at the end of the line (the next line starts with {found})")
+    expected = sorted({_describe(t, spellings) for t in expected_terminals})
     if len(expected) > 8:
         hint = "expected a statement or directive here"
     elif len(expected) > 1:
         hint = "expected " + ", ".join(expected[:-1]) + " or " + expected[-1]
     else:
         hint = "expected " + (expected[0] if expected else "nothing more")
-    line = getattr(token, "line", None) or error.line or 0
-    column = getattr(token, "column", None) or error.column or 0
     return SyntaxIssue(line, column, f"unexpected {found}: {hint}")
 
 
@@ -392,7 +403,8 @@ def parse(text: str) -> ast.Module:
 
     def recover(error: UnexpectedInput) -> bool:
         if isinstance(error, UnexpectedToken):
-            issue = _unexpected(error, spellings)
+            issue = _unexpected(error, spellings, text, session.prev_line)
+            error_lines.update(e.line for e in session.errors)
             if issue.line not in error_lines:  # one error per line: later ones are usually echoes of the first
                 error_lines.add(issue.line)
                 issues.append(issue)
@@ -405,9 +417,13 @@ def parse(text: str) -> ast.Module:
         build.reset(session)
         try:
             module = lark.parse(text, on_error=recover)
+        except UnexpectedToken as error:
+            issue = _unexpected(error, spellings, text, session.prev_line)
+            if issue.line not in error_lines:
+                issues.append(issue)
+            module = None
         except UnexpectedInput as error:
-            if not issues:
-                issues.append(SyntaxIssue(error.line or 0, error.column or 0, "syntax error"))
+            issues.append(SyntaxIssue(error.line or 0, error.column or 0, "syntax error"))
             module = None
         except VisitError as error:  # a node builder met a shape the grammar let through after recovery
             if not issues:
