@@ -106,13 +106,21 @@ class Mask:
 
 
 @dataclass(frozen=True, slots=True)
+class FieldInit:
+    """`filter_mode = nearest` inside a `.samplerref`/`.texref` initializer."""
+
+    name: str
+    value: Name | Immediate
+
+
+@dataclass(frozen=True, slots=True)
 class InitList:
     """A brace initializer, possibly nested: `{1, 2, {3, 4}}`."""
 
     items: tuple[Initializer, ...]
 
 
-Initializer = Immediate | Name | SymbolOffset | Generic | Mask | InitList
+Initializer = Immediate | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +364,7 @@ NODE_TYPES: tuple[type, ...] = (
     ParenList,
     Generic,
     Mask,
+    FieldInit,
     InitList,
     Attribute,
     Declarator,

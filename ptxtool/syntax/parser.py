@@ -253,6 +253,9 @@ class _Build(Transformer):
     def i_mask(self, mask, symbol):
         return ast.Mask(self._imm(mask), self._name(symbol))
 
+    def field_init(self, word, value):
+        return ast.FieldInit(str(word), self._value(value))
+
     def i_list(self, *items):
         return ast.InitList(items)
 

@@ -72,6 +72,7 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.ParenList: lambda n: "(" + _seq(n.items) + ")",
     ast.Generic: lambda n: f"generic({n.symbol.text})",
     ast.Mask: lambda n: f"{n.mask.text}({n.symbol.text})",
+    ast.FieldInit: lambda n: f"{n.name} = {n.value.text}",
     ast.InitList: lambda n: "{" + _seq(n.items) + "}",
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,

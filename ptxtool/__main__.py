@@ -1,0 +1,5 @@
+"""`python -m ptxtool` runs the command line, as the `ptxtool` script does."""
+
+from ptxtool.cli import main
+
+main()
