@@ -81,8 +81,9 @@ def main(debug: bool) -> None:
 @main.command("parse")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--json", "as_json", is_flag=True, help="Print the syntax tree of each file as JSON on stdout.")
+@click.option("--check", is_flag=True, help="Also report what the file's .version/.target does not allow (exit 1).")
 @_guarded
-def parse_command(files: tuple[str, ...], as_json: bool) -> None:
+def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
     """Check that PTX files parse; print a one-line summary per file.
 
     FILE may be `-` for stdin. Every syntax error in a file is reported as
@@ -94,6 +95,7 @@ def parse_command(files: tuple[str, ...], as_json: bool) -> None:
 
     failures: list[InputError] = []
     documents = []
+    illegal = 0
     for path in files:
         try:
             source = read_source(path)
@@ -102,6 +104,13 @@ def parse_command(files: tuple[str, ...], as_json: bool) -> None:
             _report(error)
             failures.append(error)
             continue
+        if check:
+            from ptxtool.legality import check_source
+
+            problems = check_source(source, module)
+            for d in problems:
+                print_diagnostic(stderr_console(), d)
+            illegal += bool(problems)
         if as_json:
             documents.append({"path": source.display, "module": to_data(module)})
             continue
@@ -118,6 +127,8 @@ def parse_command(files: tuple[str, ...], as_json: bool) -> None:
         sys.stdout.write("\n")
     if failures:
         sys.exit(EXIT_INPUT)
+    if illegal:
+        sys.exit(EXIT_FOUND)
 
 
 # ---------------------------------------------------------------- fmt

@@ -1,0 +1,94 @@
+"""PTX ISA versions and `.target` architectures, and the rule that decides whether a target has a feature.
+
+A feature needs `sm_N` (any target numbered N or above), `sm_Na` (exactly that architecture-specific target) or
+`sm_Nf` (a family-specific or architecture-specific target of the same family, numbered N or above).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+Version = tuple[int, int]
+
+_TARGET = re.compile(r"sm_(\d+)([af]?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One `.target` architecture such as `sm_90a`: its number and suffix (`""`, `"a"` or `"f"`)."""
+
+    number: int
+    suffix: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Target | None:
+        match = _TARGET.match(text)
+        return cls(int(match[1]), match[2]) if match else None
+
+    @property
+    def family(self) -> int:
+        """The family a target belongs to: sm_100 and sm_103 share one, sm_120 and sm_121 another."""
+        return self.number // 10
+
+    def __str__(self) -> str:
+        return f"sm_{self.number}{self.suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """One way to get a feature: this PTX ISA version and this target (`sm_80`, `sm_90a`, `sm_100f`)."""
+
+    ptx: Version
+    target: str
+
+    def target_ok(self, target: Target) -> bool:
+        need = Target.parse(self.target)
+        if need is None:
+            raise ValueError(f"bad target in ISA table: {self.target}")
+        if need.suffix == "a":
+            return target == need
+        if need.suffix == "f":
+            return target.suffix in ("a", "f") and target.family == need.family and target.number >= need.number
+        return target.number >= need.number
+
+    def __str__(self) -> str:
+        return f"PTX ISA {self.ptx[0]}.{self.ptx[1]} and .target {self.target}"
+
+
+def version(text: str) -> Version | None:
+    """`"8.0"` -> (8, 0); None when the text is not a version."""
+    major, _, minor = text.partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+def version_text(v: Version) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+# The PTX ISA version that introduced each target ptxas 13 still accepts (the `a` and `f` variants included).
+TARGET_INTRODUCED: dict[str, Version] = {
+    "sm_75": (6, 3),
+    "sm_80": (7, 0),
+    "sm_86": (7, 1),
+    "sm_87": (7, 4),
+    "sm_88": (9, 0),
+    "sm_89": (7, 8),
+    "sm_90": (7, 8),
+    "sm_90a": (8, 0),
+    "sm_100": (8, 6),
+    "sm_100a": (8, 6),
+    "sm_100f": (8, 8),
+    "sm_103": (8, 8),
+    "sm_103a": (8, 8),
+    "sm_103f": (8, 8),
+    "sm_110": (9, 0),
+    "sm_110a": (9, 0),
+    "sm_110f": (9, 0),
+    "sm_120": (8, 7),
+    "sm_120a": (8, 7),
+    "sm_120f": (8, 8),
+    "sm_121": (8, 8),
+    "sm_121a": (8, 8),
+    "sm_121f": (8, 8),
+}

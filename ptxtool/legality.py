@@ -1,0 +1,115 @@
+"""The service behind `ptxtool parse --check`: instructions, modifiers, special registers and directives that the
+file's own `.version` and `.target` do not allow, found from the ISA tables (the same cases ptxas rejects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool import isa
+from ptxtool.errors import Diagnostic, Location
+from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
+from ptxtool.sources import Source
+from ptxtool.syntax import ast
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something the file's `.version`/`.target` does not allow, at a 1-based line and column."""
+
+    line: int
+    column: int
+    message: str
+
+
+def _explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> str:
+    """Say the smallest change that would make a feature legal: a newer .version, or a target that has it."""
+    on_target = [n for n in needs if all(n.target_ok(t) for t in targets)]
+    if on_target:
+        lowest = version_text(min(n.ptx for n in on_target))
+        return f"{what} requires PTX ISA {lowest} or later (.version is {version_text(ptx)})"
+    options = [f"{n.target}{'' if n.target[-1] in 'af' else ' or later'}" for n in needs]
+    listed = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+    return f"{what} is not available on .target {', '.join(map(str, targets))} (needs {listed})"
+
+
+def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ...]) -> list[Problem]:
+    d = module.directive(".target")
+    out = []
+    for t in targets:
+        introduced = TARGET_INTRODUCED.get(str(t))
+        if introduced and introduced > ptx:
+            out.append(
+                Problem(
+                    d.line if d else 0,
+                    d.column if d else 0,
+                    f".target {t} requires PTX ISA {version_text(introduced)} or later "
+                    f"(file has .version {version_text(ptx)})",
+                )
+            )
+    return out
+
+
+def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[Problem]:
+    if isa.find(i) is None:
+        return [Problem(i.line, i.column, f"unknown instruction '{i.mnemonic}'")]
+    seen: set[str] = set()
+    out = []
+    for r in isa.requirements(i):
+        if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
+            seen.add(r.what)
+            out.append(Problem(i.line, i.column, _explain(r.what, r.needs, ptx, targets)))
+    return out
+
+
+def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
+    """(CONSTRUCTS key, line, column) for each construct outside instructions that has a minimum PTX version."""
+    found = [
+        ("section_label", s.line, s.column)
+        for item in module.items
+        if isinstance(item, ast.Section)
+        for s in item.body.statements
+        if isinstance(s, ast.Label)
+    ]
+    for node in ast.walk(module):
+        if isinstance(node, ast.Declaration) and any(isinstance(n, ast.Mask) for n in ast.walk(node)):
+            found.append(("mask_initializer", node.line, node.column))
+        elif isinstance(node, ast.Directive) and node.word == ".loc":
+            if any(g and isinstance(g[0], ast.Name) and g[0].text == "inlined_at" for g in node.args):
+                found.append(("inlined_at", node.line, node.column))
+    return found
+
+
+def check_module(module: ast.Module) -> list[Problem]:
+    """Every legality problem in a module, in source order; [] when `.version` or `.target` is missing."""
+    ptx = version(module.version or "")
+    targets = tuple(t for t in map(Target.parse, module.targets) if t is not None)
+    if ptx is None or not targets:
+        return []
+    problems = _target_problems(module, ptx, targets)
+    for key, line, column in _constructs(module):
+        feature = isa.CONSTRUCTS[key]
+        if not isa.satisfied(feature.needs, ptx, targets):
+            problems.append(Problem(line, column, _explain(feature.name, feature.needs, ptx, targets)))
+    for function in module.functions:
+        for directive in function.directives:
+            feature = isa.DIRECTIVES.get(directive.word)
+            if feature and not isa.satisfied(feature.needs, ptx, targets):
+                what = f"directive '{directive.word}' on '{function.name}'"
+                problems.append(Problem(function.line, function.column, _explain(what, feature.needs, ptx, targets)))
+        if function.body is not None:
+            for i in ast.instructions(function.body):
+                problems.extend(_instruction_problems(i, ptx, targets))
+    return sorted(problems, key=lambda p: (p.line, p.column))
+
+
+def check_source(source: Source, module: ast.Module) -> list[Diagnostic]:
+    """The problems of a parsed source as diagnostics, each with its source line for a caret."""
+    lines = source.text.splitlines()
+    return [
+        Diagnostic(
+            Location(source.display, p.line, p.column, lines[p.line - 1] if 0 < p.line <= len(lines) else ""),
+            p.message,
+        )
+        for p in check_module(module)
+    ]
