@@ -399,12 +399,15 @@ def inspect_command(
     budget, baseline).
     """
     from ptxtool import budget as checks
-    from ptxtool.config import tool_config
+    from ptxtool.config import config_path, tool_config
     from ptxtool.inspect import Failure, inspect_files
 
     if as_json and sarif:
         raise click.UsageError("--json and --sarif are two formats of one report: choose one")
-    if update_baseline and not (baseline or tool_config("inspect").get("baseline")):
+    config = tool_config("inspect")
+    budget = budget or config_path(config.get("budget"))
+    baseline = baseline or config_path(config.get("baseline"))
+    if update_baseline and not baseline:
         raise click.UsageError("--update-baseline needs --baseline FILE (where to write it)")
     options = _inspect_settings(arch, block_size, backend)
     config = tool_config("inspect")

@@ -41,3 +41,11 @@ def tool_config(section: str | None = None, start: Path | None = None) -> dict:
     if not isinstance(table, dict):
         raise InputError.at(str(path), f"[tool.ptxtool{'.' + section if section else ''}] must be a table")
     return table
+
+
+def config_path(value: str | None, start: Path | None = None) -> str | None:
+    """A path setting from the config, read relative to the pyproject.toml that holds it (as users write them)."""
+    if value is None:
+        return None
+    pyproject = find_pyproject(start)
+    return str(pyproject.parent / value) if pyproject and not Path(value).is_absolute() else value

@@ -249,3 +249,24 @@ def test_sass_interleaved_with_ptx():
     assert "%ctaid" not in plain and "S2R R0, SR_CTAID.X;" in plain
     missing = run("sass", sample("comm.sm90.lineinfo.ptx"), "--kernel", "nope")
     assert missing.exit_code == 2 and "plain_copy" in missing.stderr
+
+
+def test_settings_from_pyproject(tmp_path, monkeypatch):
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "budget.toml").write_text('[kernels."*"]\nmax_registers = 50\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.ptxtool.inspect]\nblock-size = 64\nbudget = "ci/budget.toml"\narch = "sm_86"\n'
+    )
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path / "src")  # settings are found upwards; their paths are read from the pyproject's folder
+    result = run("inspect", "--json", "--jobs", "1", sample("pressure.sm80.ptx"))
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["files"][0]["arch"] == "sm_86"
+    kernels = document["files"][0]["kernels"]
+    assert {k["occupancy"]["block_size"] for k in kernels} == {64}
+    over = {k["name"] for k in kernels if k["resources"]["registers"] > 50}
+    assert over and {v["kernel"] for v in document["violations"]} == over
+    flagged = run("inspect", "--json", "--jobs", "1", "--block-size", "96", sample("pressure.sm80.ptx"))
+    blocks = {k["name"]: k["occupancy"]["block_size"] for k in json.loads(flagged.stdout)["files"][0]["kernels"]}
+    assert blocks == {"stencil_25pt": 96, "nbody_tile": 96, "long_live_ranges": 96}  # the flag beats .maxntid
