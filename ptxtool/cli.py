@@ -410,9 +410,6 @@ def inspect_command(
     if update_baseline and not baseline:
         raise click.UsageError("--update-baseline needs --baseline FILE (where to write it)")
     options = _inspect_settings(arch, block_size, backend)
-    config = tool_config("inspect")
-    budget = budget or config.get("budget")
-    baseline = baseline or config.get("baseline")
     limits = checks.load_budget(budget) if budget else None
     before = checks.load_baseline(baseline) if baseline and not update_baseline else None
     console = stderr_console()
