@@ -415,7 +415,8 @@ def inspect_command(
     console = stderr_console()
     results = _inspect_with_progress(list(files), options, jobs, console, inspect_files)
     reports = [r for r in results if not isinstance(r, Failure)]
-    for failure in (r for r in results if isinstance(r, Failure)):
+    failures = [r for r in results if isinstance(r, Failure)]
+    for failure in failures:
         _report(InputError(list(failure.diagnostics)))
     violations = (checks.check_budget(limits, reports) if limits else []) + (
         checks.check_baseline(before, baseline, reports) if before else []
@@ -432,7 +433,7 @@ def inspect_command(
         document = (
             inspect_document(reports, violations, tools)
             if as_json
-            else sarif_document(reports, violations, __version__)
+            else sarif_document(reports, violations, __version__, [d for f in failures for d in f.diagnostics])
         )
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -208,6 +208,9 @@ def test_rejected_input_exit_2_and_others_still_reported(tmp_path):
     assert f"bad.ptx:{victim + 1}: error: ptxas: Unknown modifier '.u99'" in result.stderr
     assert [Path(f["path"]).name for f in json.loads(result.stdout)["files"]] == ["pressure.sm80.ptx"]
     assert "Traceback" not in result.output
+    sarif = json.loads(run("inspect", "--sarif", str(bad), sample("pressure.sm80.ptx")).stdout)
+    error = next(r for r in sarif["runs"][0]["results"] if r["ruleId"] == "input/error")
+    assert error["locations"][0]["physicalLocation"]["region"]["startLine"] == victim + 1
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ RULES: dict[str, str] = {
     "ptxas/setmaxnreg-ignored": "ptxas ignored setmaxnreg",
     "ptxas/setmaxnreg": "ptxas note about setmaxnreg",
     "ptxas/other": "Another ptxas warning",
+    "input/error": "An input that could not be read, parsed or assembled",
 }
 
 
@@ -36,9 +37,18 @@ def _location(path: str, line: int) -> dict:
     return {"physicalLocation": physical}
 
 
-def sarif_document(reports: list, violations: list, version: str) -> dict:
-    """One SARIF run holding every violation and every ptxas warning of the inspected files."""
+def sarif_document(reports: list, violations: list, version: str, errors: list | None = None) -> dict:
+    """One SARIF run holding every violation, every ptxas warning, and the `errors` (Diagnostics) of inputs that
+    could not be inspected."""
     results = [
+        {
+            "ruleId": "input/error",
+            "level": "error",
+            "message": {"text": d.message},
+            "locations": [_location(d.location.path, d.location.line)],
+        }
+        for d in errors or []
+    ] + [
         {
             "ruleId": f"{v.origin}/{v.check}",
             "level": "error",
