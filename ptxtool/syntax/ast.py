@@ -47,9 +47,9 @@ class Not:
 
 @dataclass(frozen=True, slots=True)
 class PredPair:
-    """Two predicate destinations written `p|q` (setp, elect.sync)."""
+    """A destination with a predicate beside it, written `p|q` (setp, elect.sync) or `{d0, d1}|p` (tex, tld4)."""
 
-    first: Name
+    first: Name | Vector
     second: Name
 
 
@@ -85,24 +85,72 @@ class ParenList:
     items: tuple[Operand, ...]
 
 
-Operand = Name | Immediate | String | Not | PredPair | SymbolOffset | Address | Vector | ParenList
+@dataclass(frozen=True, slots=True)
+class Unary:
+    """A constant expression `-x`, `!x` or `~x` (a minus before a literal is folded into the literal instead)."""
+
+    op: str
+    operand: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    """A constant expression `a*b`, `1<<20`: C operators and precedence, printed without blanks."""
+
+    op: str
+    left: Operand
+    right: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class Paren:
+    """A parenthesised constant expression `(a+b)`."""
+
+    inner: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    """A constant expression `c ? a : b`."""
+
+    condition: Operand
+    if_true: Operand
+    if_false: Operand
+
+
+Operand = (
+    Name
+    | Immediate
+    | String
+    | Not
+    | PredPair
+    | SymbolOffset
+    | Address
+    | Vector
+    | ParenList
+    | Unary
+    | Binary
+    | Paren
+    | Conditional
+)
 
 # ---------------------------------------------------------------- initializers and attributes
 
 
 @dataclass(frozen=True, slots=True)
 class Generic:
-    """`generic(sym)` in an initializer: the generic address of a variable."""
+    """`generic(sym)` or `generic(sym)+4` in an initializer: the generic address of a variable."""
 
     symbol: Name
+    offset: Immediate | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Mask:
-    """`0xFF(sym)` in an initializer: some bytes of a variable's address."""
+    """`0xFF(sym)`, `0xFF00(sym+4)`, `0xFF(generic(sym))` in an initializer: some bytes of an address."""
 
     mask: Immediate
-    symbol: Name
+    address: Name | SymbolOffset | Generic
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +168,7 @@ class InitList:
     items: tuple[Initializer, ...]
 
 
-Initializer = Immediate | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
+Initializer = Operand | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +187,7 @@ class Declarator:
 
     name: str
     count: Immediate | None = None
-    dims: tuple[Immediate | None, ...] = ()
+    dims: tuple[Operand | None, ...] = ()
     init: Initializer | None = None
 
 
@@ -149,7 +197,7 @@ class Param:
 
     attributes: tuple[Attribute, ...]
     name: str
-    dims: tuple[Immediate | None, ...] = ()
+    dims: tuple[Operand | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +410,10 @@ NODE_TYPES: tuple[type, ...] = (
     Address,
     Vector,
     ParenList,
+    Unary,
+    Binary,
+    Paren,
+    Conditional,
     Generic,
     Mask,
     FieldInit,

@@ -65,8 +65,8 @@ class PtxLexer(Lexer):
                 patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
         patterns.sort()
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
-        punct = "".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
-        alternatives.append(f"(?P<PUNCT>[{punct}])")
+        punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
+        alternatives.append(f"(?P<PUNCT>{punct})")
         alternatives.append(r"(?P<BAD>/\*|\S)")
         self.master = re.compile("|".join(alternatives), re.S)
 

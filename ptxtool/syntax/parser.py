@@ -132,6 +132,10 @@ class _Build(Transformer):
             node = self.immediates[text] = ast.Immediate(str(text))
         return node
 
+    def _signed(self, tokens) -> ast.Immediate:
+        """A literal written with an optional minus before it: (MINUS, INT) or (INT,)."""
+        return self._imm("".join(t.value for t in tokens))
+
     def _value(self, tok: Token) -> ast.Operand:
         if tok.type in ("INT", "FLOAT"):
             return self._imm(tok)
@@ -163,8 +167,8 @@ class _Build(Transformer):
     def d_loc(self, kw, file, line, column, *attrs):
         return self._directive(kw, [(self._imm(file), self._imm(line), self._imm(column)), *attrs])
 
-    def loc_function_name(self, word, symbol, plus=None, offset=None):
-        target = self._name(symbol) if offset is None else ast.SymbolOffset(self._name(symbol), self._imm(offset))
+    def loc_function_name(self, word, symbol, *offset):
+        target = ast.SymbolOffset(self._name(symbol), self._signed(offset[1:])) if offset else self._name(symbol)
         return (self._name(word), target)
 
     def loc_inlined_at(self, word, file, line, column):
@@ -188,11 +192,11 @@ class _Build(Transformer):
     def section_data(self, word, *values):
         return self._directive(word, [(v,) for v in values])
 
-    def v_plain(self, tok):
-        return self._value(tok)
+    def v_plain(self, *tokens):
+        return self._signed(tokens) if len(tokens) > 1 else self._value(tokens[0])
 
-    def v_offset(self, symbol, plus, offset):
-        return ast.SymbolOffset(self._name(symbol), self._imm(offset))
+    def v_offset(self, symbol, plus, *offset):
+        return ast.SymbolOffset(self._name(symbol), self._signed(offset))
 
     def v_difference(self, left, minus, right):
         return ast.Difference(self._name(left), self._name(right))
@@ -233,8 +237,8 @@ class _Build(Transformer):
     def dims(self, *dims):
         return dims
 
-    def dim(self, number=None):
-        return None if number is None else self._imm(number)
+    def dim(self, size=None):
+        return size
 
     def i_number(self, tok):
         return self._imm(tok)
@@ -242,16 +246,16 @@ class _Build(Transformer):
     def i_symbol(self, word):
         return self._name(word)
 
-    def i_symbol_offset(self, word, plus, offset):
-        return ast.SymbolOffset(self._name(word), self._imm(offset))
+    def i_symbol_offset(self, word, plus, *offset):
+        return ast.SymbolOffset(self._name(word), self._signed(offset))
 
-    def i_generic(self, word, symbol):
-        if word != "generic":
+    def i_generic(self, word, symbol, *offset):
+        if word.value != "generic":
             self.session.errors.append(_lex_issue(word, f"unknown initializer function '{word}': expected 'generic'"))
-        return ast.Generic(self._name(symbol))
+        return ast.Generic(self._name(symbol), self._signed(offset[1:]) if offset else None)
 
-    def i_mask(self, mask, symbol):
-        return ast.Mask(self._imm(mask), self._name(symbol))
+    def i_mask(self, mask, address):
+        return ast.Mask(self._imm(mask), address)
 
     def field_init(self, word, value):
         return ast.FieldInit(str(word), self._value(value))
@@ -349,8 +353,11 @@ class _Build(Transformer):
     def o_pair(self, first, second):
         return ast.PredPair(self._name(first), self._name(second))
 
-    def o_symbol_offset(self, word, plus, offset):
-        return ast.SymbolOffset(self._name(word), self._imm(offset))
+    def o_vector_pair(self, *children):
+        return ast.PredPair(ast.Vector(children[:-1]), self._name(children[-1]))
+
+    def o_symbol_offset(self, word, plus, *offset):
+        return ast.SymbolOffset(self._name(word), self._signed(offset))
 
     def o_address(self, address):
         return address
@@ -362,14 +369,30 @@ class _Build(Transformer):
         return ast.ParenList(items)
 
     def address(self, base, *rest):
-        offset, plus = None, True
-        if rest and isinstance(rest[0], Token):
-            if rest[0].type == "PLUS":
-                rest = rest[1:]
-            else:
-                plus = False
-            offset, rest = self._imm(rest[0]), rest[1:]
-        return ast.Address(self._value(base), offset, plus, rest)
+        offset, plus = None, False
+        if rest and isinstance(rest[0], Token) and rest[0].type == "PLUS":
+            plus, rest = True, rest[1:]
+        count = 0
+        while count < len(rest) and isinstance(rest[count], Token):
+            count += 1
+        if count:
+            offset, rest = self._signed(rest[:count]), rest[count:]
+        return ast.Address(self._value(base), offset, plus or offset is None, rest)
+
+    # -- constant expressions
+    def e_binary(self, left, op, right):
+        return ast.Binary(op.value, left, right)
+
+    def e_unary(self, op, operand):
+        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-"):
+            return self._imm("-" + operand.text)
+        return ast.Unary(op.value, operand)
+
+    def e_paren(self, inner):
+        return ast.Paren(inner)
+
+    def e_conditional(self, condition, if_true, if_false):
+        return ast.Conditional(condition, if_true, if_false)
 
 
 def _lex_issue(token: Token, message: str):

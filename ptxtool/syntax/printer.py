@@ -47,8 +47,8 @@ def _declarator(d: ast.Declarator) -> str:
     return text
 
 
-def _dims(dims: tuple[ast.Immediate | None, ...]) -> str:
-    return "".join("[]" if d is None else f"[{d.text}]" for d in dims)
+def _dims(dims: tuple[ast.Operand | None, ...]) -> str:
+    return "".join("[]" if d is None else f"[{inline(d)}]" for d in dims)
 
 
 def _param(p: ast.Param) -> str:
@@ -64,14 +64,18 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.Immediate: lambda n: n.text,
     ast.String: lambda n: n.text,
     ast.Not: lambda n: "!" + n.name.text,
-    ast.PredPair: lambda n: f"{n.first.text}|{n.second.text}",
+    ast.PredPair: lambda n: f"{inline(n.first)}|{n.second.text}",
     ast.SymbolOffset: lambda n: f"{n.symbol.text}+{n.offset.text}",
     ast.Difference: lambda n: f"{n.left.text}-{n.right.text}",
     ast.Address: _address,
+    ast.Unary: lambda n: n.op + inline(n.operand),
+    ast.Binary: lambda n: inline(n.left) + n.op + inline(n.right),
+    ast.Paren: lambda n: "(" + inline(n.inner) + ")",
+    ast.Conditional: lambda n: f"{inline(n.condition)}?{inline(n.if_true)}:{inline(n.if_false)}",
     ast.Vector: lambda n: "{" + _seq(n.items) + "}",
     ast.ParenList: lambda n: "(" + _seq(n.items) + ")",
-    ast.Generic: lambda n: f"generic({n.symbol.text})",
-    ast.Mask: lambda n: f"{n.mask.text}({n.symbol.text})",
+    ast.Generic: lambda n: f"generic({n.symbol.text})" + (f"+{n.offset.text}" if n.offset else ""),
+    ast.Mask: lambda n: f"{n.mask.text}({inline(n.address)})",
     ast.FieldInit: lambda n: f"{n.name} = {n.value.text}",
     ast.InitList: lambda n: "{" + _seq(n.items) + "}",
     ast.Attribute: _attribute,
