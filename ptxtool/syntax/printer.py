@@ -3,8 +3,8 @@
 Layout: module items flush left with a blank line around functions and sections and between runs of directives
 and declarations; statements indented one tab per block level, labels one level out; a blank line after the
 declarations that open a block; one parameter per line; operands separated by `, `. Comments are printed where
-their owner says: leading ones on their own lines above, the first trailing one after the statement, the rest on
-lines below it.
+their owner says: leading ones on their own lines above, trailing ones after the statement on its line (block comments
+first, at most one `//` comment last), any left over on lines below it.
 """
 
 from __future__ import annotations
@@ -161,8 +161,10 @@ class _Writer:
         if node.leading:
             self.comments(node.leading, indent)
         if node.trailing:
-            self.lines.append(indent + text + " " + node.trailing[0])
-            self.comments(node.trailing[1:], indent)
+            # as many as fit on the line: block comments, then at most one `//` comment, which ends it
+            count = next((i + 1 for i, c in enumerate(node.trailing) if c.startswith("//")), len(node.trailing))
+            self.lines.append(indent + text + " " + " ".join(node.trailing[:count]))
+            self.comments(node.trailing[count:], indent)
         else:
             self.lines.append(indent + text)
 
