@@ -1,0 +1,1 @@
+"""Data-flow analyses over a CFG: liveness and def-use chains."""

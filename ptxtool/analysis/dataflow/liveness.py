@@ -1,0 +1,127 @@
+"""Liveness per register and def-use chains (reaching definitions), over a function's CFG.
+
+A guarded definition (`@%p mov %r1, 0`) may leave the old value in place, so it kills nothing: the register stays
+live above it and earlier definitions still reach past it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool.analysis.cfg import CFG
+
+ENTRY = -1  # the "definition" of a register used before any write (a .func .reg parameter, or garbage)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """The registers live just before (`live_in`) and just after (`live_out`) each op, by op index."""
+
+    live_in: tuple[frozenset[str], ...]
+    live_out: tuple[frozenset[str], ...]
+
+
+def liveness(cfg: CFG) -> Liveness:
+    """Backward may-analysis to a fixed point over the blocks, then one backward walk per block."""
+    ops = cfg.linear.ops
+    keys = sorted({k for op in ops for k in (*op.defs, *op.uses)})
+    bit = {k: 1 << i for i, k in enumerate(keys)}
+    uses = [sum(bit[u] for u in set(op.uses)) for op in ops]
+    kills = [0 if op.guarded else sum(bit[d] for d in set(op.defs)) for op in ops]
+    gen, kill = [], []
+    for block in cfg.blocks:
+        g = k = 0
+        for i in range(block.end - 1, block.start - 1, -1):
+            g = (g & ~kills[i]) | uses[i]
+            k |= kills[i]
+        gen.append(g)
+        kill.append(k)
+    live_in_block = [0] * len(cfg.blocks)
+    order = list(reversed(cfg.reverse_postorder)) + [b.index for b in cfg.blocks if b.index not in cfg.idom]
+    changed = True
+    while changed:
+        changed = False
+        for b in order:
+            out = 0
+            for s in cfg.blocks[b].successors:
+                out |= live_in_block[s]
+            new = gen[b] | (out & ~kill[b])
+            if new != live_in_block[b]:
+                live_in_block[b] = new
+                changed = True
+    names = {v: k for k, v in bit.items()}
+    live_in: list[frozenset[str]] = [frozenset()] * len(ops)
+    live_out: list[frozenset[str]] = [frozenset()] * len(ops)
+    for block in cfg.blocks:
+        live = 0
+        for s in block.successors:
+            live |= live_in_block[s]
+        for i in range(block.end - 1, block.start - 1, -1):
+            live_out[i] = frozenset(names[1 << j] for j in _bits(live))
+            live = (live & ~kills[i]) | uses[i]
+            live_in[i] = frozenset(names[1 << j] for j in _bits(live))
+    return Liveness(tuple(live_in), tuple(live_out))
+
+
+@dataclass(frozen=True)
+class DefUse:
+    """Def-use chains: `defs_of[(op, reg)]` are the ops whose write of `reg` may reach that use (ENTRY when none
+    may), `uses_of[(op, reg)]` the ops that may read that write."""
+
+    defs_of: dict[tuple[int, str], tuple[int, ...]]
+    uses_of: dict[tuple[int, str], tuple[int, ...]]
+
+
+def def_use(cfg: CFG) -> DefUse:
+    """Forward reaching-definitions to a fixed point, then chains read off each use."""
+    ops = cfg.linear.ops
+    sites = [(op.index, d) for op in ops for d in dict.fromkeys(op.defs)]
+    site_bit = {s: 1 << i for i, s in enumerate(sites)}
+    of_reg: dict[str, int] = {}
+    for (index, reg), b in site_bit.items():
+        of_reg[reg] = of_reg.get(reg, 0) | b
+
+    def transfer(i: int, reach: int) -> int:
+        op = ops[i]
+        for d in dict.fromkeys(op.defs):
+            if not op.guarded:
+                reach &= ~of_reg[d]
+            reach |= site_bit[(i, d)]
+        return reach
+
+    out_block = [0] * len(cfg.blocks)
+    changed = True
+    while changed:
+        changed = False
+        for b in cfg.reverse_postorder:
+            reach = 0
+            for p in cfg.blocks[b].predecessors:
+                reach |= out_block[p]
+            block = cfg.blocks[b]
+            for i in range(block.start, block.end):
+                reach = transfer(i, reach)
+            if reach != out_block[b]:
+                out_block[b] = reach
+                changed = True
+    defs_of: dict[tuple[int, str], tuple[int, ...]] = {}
+    uses_of: dict[tuple[int, str], list[int]] = {}
+    for b in cfg.reverse_postorder:
+        block = cfg.blocks[b]
+        reach = 0
+        for p in block.predecessors:
+            reach |= out_block[p]
+        for i in range(block.start, block.end):
+            for u in dict.fromkeys(ops[i].uses):
+                found = tuple(sites[j][0] for j in _bits(reach & of_reg.get(u, 0)))
+                defs_of[(i, u)] = found or (ENTRY,)
+                for d in found:
+                    uses_of.setdefault((d, u), []).append(i)
+            reach = transfer(i, reach)
+    return DefUse(defs_of, {k: tuple(v) for k, v in uses_of.items()})

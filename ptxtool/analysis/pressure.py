@@ -1,0 +1,59 @@
+"""An estimated register-pressure curve: 32-bit registers live at each instruction of a function.
+
+At each op the estimate is the larger of what is live before it and what is live after it plus what it writes
+(a result needs a register even when nothing reads it). Predicates are counted apart. This is an estimate from
+the PTX's virtual registers: ptxas's real count (`-v`) is the truth; the curve says where the pressure is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.dataflow.liveness import Liveness, liveness
+
+
+@dataclass(frozen=True, slots=True)
+class PressurePoint:
+    """Pressure at one op: its index, PTX line, 32-bit units and predicates live."""
+
+    op: int
+    line: int
+    units: int
+    predicates: int
+
+
+@dataclass(frozen=True)
+class PressureCurve:
+    """The curve for one function, in op order, and the registers live at each op (for explaining the peak)."""
+
+    function: str
+    points: tuple[PressurePoint, ...]
+    live: tuple[frozenset[str], ...]
+
+    @property
+    def peak(self) -> PressurePoint | None:
+        """The first op where the pressure is highest (None for an empty body)."""
+        return max(self.points, key=lambda p: p.units, default=None)
+
+
+def pressure(cfg: CFG, live: Liveness | None = None) -> PressureCurve:
+    """The pressure curve of a function from its liveness (computed here when not given)."""
+    live = live or liveness(cfg)
+    registers = cfg.linear.registers
+    points = []
+    at = []
+    for op in cfg.linear.ops:
+        after = live.live_out[op.index] | set(op.defs)
+        before = live.live_in[op.index]
+        here = max(before, after, key=lambda s: sum(registers[k].units for k in s))
+        points.append(
+            PressurePoint(
+                op.index,
+                op.line,
+                sum(registers[k].units for k in here),
+                sum(1 for k in here if registers[k].type == "pred"),
+            )
+        )
+        at.append(frozenset(here))
+    return PressureCurve(cfg.function.name, tuple(points), tuple(at))
