@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lark.lexer import Lexer, PatternStr, Token
+from lark.lexer import PatternStr, Token
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$%][A-Za-z0-9_$]*")
 
@@ -41,13 +41,10 @@ class LexSession:
     errors: list[LexError] = field(default_factory=list)
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
-    stream: Iterator[Token] | None = None
 
 
-class PtxLexer(Lexer):
-    """A Lark lexer class; Lark instantiates it once per grammar with the grammar's terminals."""
-
-    session: LexSession | None = None  # set by the parser around each parse
+class PtxLexer:
+    """Built once from the grammar's terminal definitions (Lark's `lexer_conf`), then run per text."""
 
     def __init__(self, lexer_conf) -> None:
         ignored = set(lexer_conf.ignore)
@@ -65,20 +62,14 @@ class PtxLexer(Lexer):
                 patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
         patterns.sort()
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
+        alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
         alternatives.append(f"(?P<PUNCT>{punct})")
-        alternatives.append(r"(?P<BAD>/\*|\S)")
+        alternatives.append(r"(?P<BAD>\S)")
         self.master = re.compile("|".join(alternatives), re.S)
 
-    def lex(self, text: str) -> Iterator[Token]:  # type: ignore[override]  # Lark's interface 0: the whole text
-        """The session's token stream; after an error Lark asks again and must get the same stream, resumed."""
-        session = PtxLexer.session
-        assert session is not None, "PtxLexer.lex runs only inside ptxtool.syntax.parser.parse"
-        if session.stream is None:
-            session.stream = self._tokens(text, session)
-        return session.stream
-
-    def _tokens(self, text: str, session: LexSession) -> Iterator[Token]:
+    def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
+        """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
         keywords, punctuation = self.keywords, self.punctuation
         comments, errors = session.comments, session.errors
         count = text.count
@@ -110,10 +101,10 @@ class PtxLexer(Lexer):
                     line_start = rfind("\n", start, last_end) + 1
                 last_token_line = line
                 continue
+            elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
+                errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
+                break
             elif kind == "BAD":
-                if value == "/*":  # the rest of the file is inside the comment: nothing more to lex
-                    errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
-                    break
                 errors.append(LexError(line, start - line_start + 1, f"unexpected character {value!r}"))
                 continue
             last_token_line = line

@@ -13,10 +13,10 @@ from importlib import resources
 from typing import NamedTuple
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 
 from ptxtool.syntax import ast
 from ptxtool.syntax.comments import attach_comments
+from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import LexSession, PtxLexer
 
 # ---------------------------------------------------------------- errors
@@ -67,10 +67,10 @@ def _line_text(text: str, line: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
-def _unexpected(error: UnexpectedToken, spellings: dict[str, str], text: str, prev_line: int) -> SyntaxIssue:
+def _unexpected(error: Unexpected, spellings: dict[str, str], text: str, prev_line: int) -> SyntaxIssue:
     token = error.token
-    expected_terminals = error.accepts or error.expected
-    if token.type == "$END":
+    expected_terminals = error.expected
+    if token.type == END:
         found = "end of file"
         line = text.count("\n", 0, len(text.rstrip())) + 1
         column = len(text.rstrip().rsplit("\n", 1)[-1]) + 1
@@ -79,12 +79,12 @@ def _unexpected(error: UnexpectedToken, spellings: dict[str, str], text: str, pr
         kind = _DESCRIBE.get(token.type, "token").removeprefix("a ").removeprefix("an ")
         found = f"'{value}'" if token.type in spellings else f"{kind} '{value}'"
         line, column = token.line, token.column
-    if "SEMICOLON" in expected_terminals and token.type != "$END" and token.line > prev_line:
+    if "SEMICOLON" in expected_terminals and token.type != END and token.line > prev_line:
         end = len(_line_text(text, prev_line).split("//")[0].rstrip()) + 1
         return SyntaxIssue(prev_line, end, f"missing ';' at the end of the line (the next line starts with {found})")
     expected = sorted({_describe(t, spellings) for t in expected_terminals})
     if len(expected) > 8:
-        hint = "expected a statement or directive here"
+        hint = "expected an operand" if "LSQB" in expected_terminals else "expected a statement or directive here"
     elif len(expected) > 1:
         hint = "expected " + ", ".join(expected[:-1]) + " or " + expected[-1]
     else:
@@ -410,54 +410,37 @@ def grammar_text() -> str:
     return resources.files("ptxtool").joinpath("grammar", "ptx.lark").read_text(encoding="utf-8")
 
 
-_lock = threading.Lock()
-
-
 @cache
-def _parser() -> tuple[Lark, _Build, dict[str, str]]:
+def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
+    """Lark compiles the grammar into LALR tables and node builders (once per process); we run them."""
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer=PtxLexer, transformer=build, maybe_placeholders=False, cache=False)
+    lark = Lark(grammar_text(), parser="lalr", lexer="basic", transformer=build, maybe_placeholders=False)
     spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
-    return lark, build, spellings
+    return Driver(lark), PtxLexer(lark.lexer_conf), build, spellings
+
+
+_lock = threading.Lock()  # the node builder holds per-parse state
 
 
 def parse(text: str) -> ast.Module:
     """Parse PTX source text into a Module, or raise ParseError with every error found."""
-    lark, build, spellings = _parser()
+    driver, lexer, build, spellings = _parser()
     issues: list[SyntaxIssue] = []
     error_lines: set[int] = set()
+    session = LexSession()
 
-    def recover(error: UnexpectedInput) -> bool:
-        if isinstance(error, UnexpectedToken):
-            issue = _unexpected(error, spellings, text, session.prev_line)
-            error_lines.update(e.line for e in session.errors)
-            if issue.line not in error_lines:  # one error per line: later ones are usually echoes of the first
-                error_lines.add(issue.line)
-                issues.append(issue)
-            return error.token.type != "$END" and len(issues) < 100
-        return False
+    def recover(error: Unexpected) -> bool:
+        issue = _unexpected(error, spellings, text, session.prev_line)
+        error_lines.update(e.line for e in session.errors)
+        if issue.line not in error_lines:  # one error per line: later ones are usually echoes of the first
+            error_lines.add(issue.line)
+            issues.append(issue)
+        return len(issues) < 100
 
     with _lock:
-        session = LexSession()
-        PtxLexer.session = session
         build.reset(session)
-        try:
-            module = lark.parse(text, on_error=recover)
-        except UnexpectedToken as error:
-            issue = _unexpected(error, spellings, text, session.prev_line)
-            if issue.line not in error_lines:
-                issues.append(issue)
-            module = None
-        except UnexpectedInput as error:
-            issues.append(SyntaxIssue(error.line or 0, error.column or 0, "syntax error"))
-            module = None
-        except VisitError as error:  # a node builder met a shape the grammar let through after recovery
-            if not issues:
-                raise error.orig_exc from error
-            module = None
-        finally:
-            PtxLexer.session = None
-        issues.extend(SyntaxIssue(e.line, e.column, e.message) for e in session.errors)
-        if issues or module is None:
-            raise ParseError(issues, text)
-        return attach_comments(module, session.comments)
+        module = driver.parse(lexer.tokens(text, session), recover)
+    issues.extend(SyntaxIssue(e.line, e.column, e.message) for e in session.errors)
+    if issues or module is None:
+        raise ParseError(issues, text)
+    return attach_comments(module, session.comments)
