@@ -156,9 +156,7 @@ def build_cfg(function: ast.Function) -> CFG:
     blocks = []
     for b, (start, end) in enumerate(zip(starts, ends, strict=True)):
         block_of[start:end] = [b] * (end - start)
-        calls = tuple(
-            op.index for op in linear.ops[start:end] if isa.effects(op.instruction) & Effect.CALL
-        )
+        calls = tuple(op.index for op in linear.ops[start:end] if isa.effects(op.instruction) & Effect.CALL)
         blocks.append(
             BasicBlock(b, start, end, label_at.get(start), tuple(successors[b]), tuple(predecessors[b]), calls)
         )

@@ -48,7 +48,9 @@ class Affine:
 
     def scale(self, factor: int) -> Affine:
         """This value times a constant (a scaled pointer is no longer a pointer into its base)."""
-        return Affine(UNKNOWN if self.base else None, {k: v * factor for k, v in self.terms.items()}, self.const * factor)
+        return Affine(
+            UNKNOWN if self.base else None, {k: v * factor for k, v in self.terms.items()}, self.const * factor
+        )
 
     def scale_terms(self, factor: int) -> Affine:
         """The negation (factor -1) of the offset part, base dropped: `x - header` cancels the header's base."""

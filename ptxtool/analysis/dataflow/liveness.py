@@ -85,7 +85,7 @@ def def_use(cfg: CFG) -> DefUse:
     sites = [(op.index, d) for op in ops for d in dict.fromkeys(op.defs)]
     site_bit = {s: 1 << i for i, s in enumerate(sites)}
     of_reg: dict[str, int] = {}
-    for (index, reg), b in site_bit.items():
+    for (_, reg), b in site_bit.items():
         of_reg[reg] = of_reg.get(reg, 0) | b
 
     def transfer(i: int, reach: int) -> int:

@@ -1,0 +1,183 @@
+"""Analyses on corpus kernels, each fact checked by hand against the PTX and the CUDA source in corpus/src."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.dataflow.liveness import ENTRY, def_use, liveness
+from ptxtool.analysis.linear import linearize
+from ptxtool.analysis.loops import find_loops
+from ptxtool.analysis.memory import memory_facts
+from ptxtool.analysis.pressure import pressure
+from ptxtool.syntax import ast, parse
+
+CORPUS = Path("/work/shared/corpus")
+
+
+@cache
+def module(name: str) -> ast.Module:
+    return parse((CORPUS / name).read_text())
+
+
+def kernel(name: str, kernel_name: str) -> ast.Function:
+    return next(f for f in module(name).functions if f.name == kernel_name)
+
+
+def op_at(cfg, line: int) -> int:
+    return next(op.index for op in cfg.linear.ops if op.line == line)
+
+
+# ---------------------------------------------------------------- CFG and loops
+
+
+def test_sgemm_loops_and_induction():
+    """sgemm_tiled: `for k0 += TK(16)` holds the partly unrolled `for i += 256` copy loop."""
+    cfg = build_cfg(kernel("ptx/gemm_smem.sm80.ptx", "sgemm_tiled"))
+    loops = find_loops(cfg)
+    assert [(cfg.blocks[lp.header].label, lp.depth) for lp in loops] == [("$L__BB0_3", 1), ("$L__BB0_21", 2)]
+    assert [(iv.register, iv.step) for iv in loops[0].induction] == [("%r295", 16)]
+    assert loops[1].parent == 0 and loops[1].blocks < loops[0].blocks
+
+
+def test_nbody_nested_loops_strides():
+    """nbody_tile: `tile += 128` around the j loop unrolled 8 times over 16-byte float4s (128 bytes a trip)."""
+    cfg = build_cfg(kernel("ptx/pressure.sm80.ptx", "nbody_tile"))
+    loops = find_loops(cfg)
+    assert [cfg.blocks[lp.header].label for lp in loops] == ["$L__BB1_2", "$L__BB1_3"]
+    assert [(iv.register, iv.step) for iv in loops[0].induction] == [("%r38", 128)]
+    assert [(iv.register, iv.step) for iv in loops[1].induction] == [("%r39", 128)]
+
+
+def test_brx_idx_reaches_every_branch_target():
+    cfg = build_cfg(kernel("handwritten/rare_syntax.ptx", "switcher"))
+    brx = next(b for b in cfg.blocks if cfg.linear.ops[b.end - 1].instruction.opcode == "brx")
+    assert sorted(cfg.blocks[s].label for s in brx.successors) == ["L0", "L1", "L2", "L3"]
+    assert find_loops(cfg) == ()
+    done = next(b for b in cfg.blocks if b.label == "DONE")
+    assert len(done.predecessors) == 4 and cfg.dominates(brx.index, done.index)
+
+
+def test_ret_exit_trap_end_blocks_and_calls_stay_inside():
+    cfg = build_cfg(kernel("ptx/control.sm80.ptx", "hello"))
+    trap = next(op for op in cfg.linear.ops if op.instruction.opcode == "trap")
+    assert cfg.blocks[cfg.block_of[trap.index]].successors == ()
+    assert sum(len(b.calls) for b in cfg.blocks) == 3  # vprintf, malloc, free
+    rets = [b for b in cfg.blocks if b.end > b.start and cfg.linear.ops[b.end - 1].instruction.opcode == "ret"]
+    assert rets and all(not b.successors for b in rets)
+
+
+# ---------------------------------------------------------------- scopes, def-use, liveness
+
+
+def test_nested_scope_registers_get_their_own_keys():
+    lin = linearize(kernel("handwritten/rare_syntax.ptx", "switcher"))
+    inner = [k for k in lin.registers if k.startswith("%inner")]
+    assert len(inner) == 1 and "#" in inner[0]
+    outer_r4 = lin.registers["%r4"]
+    assert outer_r4.units == 1 and lin.registers["%rd2"].units == 2 and lin.registers["%p1"].units == 0
+
+
+def test_def_use_through_guarded_definitions():
+    """At DONE, %r4 comes from L0, L1, L2 and the last unguarded mov of L3; its two guarded movs are overwritten."""
+    cfg = build_cfg(kernel("handwritten/rare_syntax.ptx", "switcher"))
+    du = def_use(cfg)
+    use = next(op for op in cfg.linear.ops if op.instruction.mnemonic == "st.param.b32")
+    lines = sorted(cfg.linear.ops[d].line for d in du.defs_of[(use.index, "%r4")])
+    assert lines == [56, 59, 65, 73]
+    guarded = next(op for op in cfg.linear.ops if op.line == 71)  # @%p2 mov.u32 %r4, 6;
+    assert du.uses_of.get((guarded.index, "%r4")) is None  # killed by line 73 before any use
+    live = liveness(cfg)
+    assert "%r4" not in live.live_in[op_at(cfg, 70)]  # guarded writes, then an unguarded one at 73, no read
+
+
+def test_use_before_definition_reaches_from_entry():
+    cfg = build_cfg(kernel("handwritten/rare_syntax.ptx", "switcher"))
+    du = def_use(cfg)
+    setp = next(op for op in cfg.linear.ops if op.line == 69)  # setp.lt.and.s32 %p1|%p2, %r1, 10, %p3
+    assert du.defs_of[(setp.index, "%p3")] == (ENTRY,)
+
+
+# ---------------------------------------------------------------- pressure
+
+
+def test_pressure_peak_where_all_24_doubles_and_the_sum_are_live():
+    """long_live_ranges keeps v[0..23] (48 registers) live until s is formed; the peak is the first v[k] / s."""
+    cfg = build_cfg(kernel("ptx/pressure.sm80.ptx", "long_live_ranges"))
+    curve = pressure(cfg)
+    assert curve.peak.line == 870  # div.rn.f64 %fd49, %fd2, %fd48
+    live = curve.live[curve.peak.op]
+    assert sum(1 for k in live if k.startswith("%fd")) == 26  # 24 values, the sum, the quotient
+    assert curve.peak.units == 60
+
+
+def test_pressure_curve_is_per_instruction():
+    cfg = build_cfg(kernel("ptx/elementwise.sm80.ptx", "saxpy"))
+    curve = pressure(cfg)
+    assert [p.op for p in curve.points] == list(range(len(cfg.linear.ops)))
+    assert curve.points[-1].units == 0  # nothing is live at ret
+
+
+# ---------------------------------------------------------------- memory facts
+
+
+def test_saxpy_x_read_only_y_written():
+    fn = kernel("ptx/elementwise.sm80.ptx", "saxpy")
+    facts = memory_facts(module("ptx/elementwise.sm80.ptx"), fn)
+    assert facts.written_params == {"saxpy_param_3"}
+    assert "saxpy_param_2" in facts.read_only_params
+    by_line = {a.line: a for a in facts.accesses}
+    assert by_line[49].param == "saxpy_param_2" and by_line[49].param_read_only is True
+    assert by_line[51].param == "saxpy_param_3" and by_line[51].param_read_only is False
+    assert by_line[49].offset == "4*%tid.x + 4*(%ctaid.x)*(%ntid.x)" and not by_line[49].in_loop
+
+
+def test_indirect_call_blocks_read_only():
+    facts = memory_facts(module("handwritten/rare_syntax.ptx"), kernel("handwritten/rare_syntax.ptx", "indirect"))
+    assert facts.read_only_params == frozenset() and facts.unknown_writes
+
+
+def test_malloc_pointer_writes_do_not_block_read_only():
+    facts = memory_facts(module("ptx/control.sm80.ptx"), kernel("ptx/control.sm80.ptx", "hello"))
+    assert facts.unknown_writes == () and facts.read_only_params == {"hello_param_0"}
+
+
+def test_strides_of_loop_accesses():
+    """copy_pipelined: the tile loop unrolled 4 times moves 4 tiles of 256 float4 per trip (16384 bytes), its
+    remainder loop one tile (4096); sgemm: A moves TK=16 floats (64 bytes) per k0 trip, B 16*N floats (not a
+    constant)."""
+    name = "ptx/gemm_smem.sm80.ptx"
+    facts = memory_facts(module(name), kernel(name, "copy_pipelined"))
+    src = {(a.loop, a.stride) for a in facts.accesses if a.param == "copy_pipelined_param_0" and a.in_loop}
+    assert src == {(0, 16384), (1, 4096)}
+    sgemm = memory_facts(module(name), kernel(name, "sgemm_tiled"))
+    a_loads = {(a.loop, a.stride) for a in sgemm.accesses if a.param == "sgemm_tiled_param_3"}
+    b_loads = {(a.loop, a.stride) for a in sgemm.accesses if a.param == "sgemm_tiled_param_4"}
+    # inside the `i` copy loop (loop 1) the index is i / 16 and i % 16: not affine, so no stride there
+    assert a_loads == {(0, 64), (1, None)} and b_loads == {(0, None), (1, None)}
+    assert {"sgemm_tiled_param_3", "sgemm_tiled_param_4"} <= sgemm.read_only_params
+    assert sgemm.written_params == {"sgemm_tiled_param_5"}
+
+
+def test_pointer_induction_through_a_chain():
+    """daxpy's unrolled loop advances %rd67 through %rd51.. (not `add r, r, c`): still affine, base kept."""
+    name = "ptx/elementwise.sm80.ptx"
+    facts = memory_facts(module(name), kernel(name, "daxpy_grid_stride"))
+    assert facts.unknown_writes == ()
+    assert {a.param for a in facts.accesses} == {"daxpy_grid_stride_param_2", "daxpy_grid_stride_param_3"}
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)
+def test_analyses_never_write_onto_the_tree(path):
+    mod = parse(path.read_text())
+    before = [dataclasses.astuple(k) for k in mod.kernels]
+    for k in mod.kernels:
+        cfg = build_cfg(k)
+        find_loops(cfg)
+        pressure(cfg)
+        memory_facts(mod, k, cfg)
+    assert [dataclasses.astuple(k) for k in mod.kernels] == before
