@@ -492,5 +492,53 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -
     sys.stdout.write("\n".join(out))
 
 
+# ---------------------------------------------------------------- cfg
+
+
+@main.command("cfg")
+@click.argument("file", metavar="FILE")
+@click.option("--kernel", "-k", help="The kernel (or function) to draw; needed when FILE has several.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write .dot text or .svg here.")
+@_guarded
+def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
+    """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.
+
+    \b
+    No -o: dot text on stdout. -o cfg.dot writes the text; -o cfg.svg renders it
+    with graphviz's `dot` (exit 3 when graphviz is not installed).
+    Loops are nested boxes titled with their induction variables; back edges are dashed.
+    """
+    import shutil
+    import subprocess
+
+    from ptxtool.analysis.cfg import build_cfg
+    from ptxtool.analysis.loops import find_loops
+    from ptxtool.analysis.pictures import cfg_dot
+    from ptxtool.errors import EnvironmentProblem
+
+    source = read_source(file)
+    module = parse_source(source)
+    bodies = [f for f in module.functions if f.body is not None]
+    chosen = [f for f in bodies if f.name == kernel] if kernel else bodies
+    if not chosen or (not kernel and len(chosen) > 1):
+        names = ", ".join(f.name for f in bodies) or "none"
+        what = f"no function named {kernel!r}" if kernel else "several functions: choose one with --kernel"
+        raise click.UsageError(f"{source.display}: {what} (functions with bodies: {names})")
+    cfg = build_cfg(chosen[0])
+    text = cfg_dot(cfg, find_loops(cfg))
+    if output and output.endswith(".svg"):
+        dot = shutil.which("dot")
+        if dot is None:
+            raise EnvironmentProblem("graphviz `dot` is not installed: install graphviz, or write dot text (-o x.dot)")
+        run = subprocess.run([dot, "-Tsvg"], input=text, capture_output=True, text=True)
+        if run.returncode:
+            raise EnvironmentProblem(f"graphviz `dot` failed: {run.stderr.strip()}")
+        text = run.stdout
+    if output:
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,130 @@
+"""Pictures of the analyses for people: the CFG as graphviz dot text (loops as nested clusters), and the pressure
+curve as terminal text or a standalone SVG (with an optional second series, e.g. ptxas's real live registers).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.loops import Loop
+from ptxtool.analysis.pressure import PressureCurve
+
+_SHOWN = 4  # instructions printed at each end of a block
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _block_label(cfg: CFG, b: int) -> str:
+    block = cfg.blocks[b]
+    ops = cfg.ops(block)
+    head = block.label or ("entry" if b == 0 else f"block {b}")
+    lines = f"lines {ops[0].line}-{ops[-1].line}" if ops else "end"
+    text = [f"{head}  ({lines}, {len(ops)} instr)"]
+    shown = [op.instruction for op in ops]
+    if len(shown) > 2 * _SHOWN:
+        shown = [*shown[:_SHOWN], None, *shown[-_SHOWN:]]
+    for i in shown:
+        if i is None:
+            text.append("...")
+            continue
+        guard = f"@{'!' * i.guard.negated}{i.guard.predicate.text} " if i.guard else ""
+        text.append(guard + i.mnemonic)
+    return "\\l".join(_quote(t) for t in text) + "\\l"
+
+
+def cfg_dot(cfg: CFG, loops: tuple[Loop, ...]) -> str:
+    """Dot text for a CFG: a box per block, loops drawn as nested clusters with their header in bold and the
+    back edges dashed; blocks that leave the function (ret, exit, trap) get a double border."""
+    name = _quote(cfg.function.name)
+    out = [f'digraph "{name}" {{', '  node [shape=box, fontname="monospace", fontsize=10];', f'  label="{name}";']
+    children: dict[int | None, list[Loop]] = {}
+    for loop in loops:
+        children.setdefault(loop.parent, []).append(loop)
+    placed: set[int] = set()
+
+    def emit_loop(loop: Loop, indent: str) -> None:
+        ivs = ", ".join(f"{iv.register}+={iv.step}" for iv in loop.induction)
+        out.append(f"{indent}subgraph cluster_loop{loop.index} {{")
+        out.append(f'{indent}  label="loop {loop.index} (depth {loop.depth}){": " + _quote(ivs) if ivs else ""}";')
+        out.append(f"{indent}  style=rounded; color=blue;")
+        for inner in children.get(loop.index, []):
+            emit_loop(inner, indent + "  ")
+        for b in sorted(loop.blocks - placed):
+            placed.add(b)
+            out.append(f"{indent}  {node(b)}")
+        out.append(f"{indent}}}")
+
+    def node(b: int) -> str:
+        block = cfg.blocks[b]
+        style = []
+        if any(lp.header == b for lp in loops):
+            style.append("style=bold")
+        if not block.successors:
+            style.append("peripheries=2")
+        extra = (", " + ", ".join(style)) if style else ""
+        return f'b{b} [label="{_block_label(cfg, b)}"{extra}];'
+
+    for loop in children.get(None, []):
+        emit_loop(loop, "  ")
+    out.extend(f"  {node(b.index)}" for b in cfg.blocks if b.index not in placed)
+    back = {(latch, lp.header) for lp in loops for latch in lp.latches}
+    for b in cfg.blocks:
+        for s in b.successors:
+            out.append(f"  b{b.index} -> b{s}" + (" [style=dashed, color=blue];" if (b.index, s) in back else ";"))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def pressure_text(curve: PressureCurve, width: int = 60, rows: int = 40) -> str:
+    """The curve as rows of bars, each row the maximum over a run of PTX lines; the peak row is marked."""
+    points = [p for p in curve.points if p.line]
+    if not points:
+        return f"{curve.function}: no instructions\n"
+    peak = curve.peak
+    top = max(peak.units, 1)
+    per = max(1, -(-len(points) // rows))
+    out = [f"{curve.function}: estimated live 32-bit registers per PTX line (peak {peak.units} at line {peak.line})"]
+    for start in range(0, len(points), per):
+        chunk = points[start : start + per]
+        high = max(chunk, key=lambda p: p.units)
+        lines = f"{chunk[0].line}" if len(chunk) == 1 else f"{chunk[0].line}-{chunk[-1].line}"
+        bar = "#" * round(high.units * width / top)
+        mark = "  <- peak" if peak in chunk else ""
+        out.append(f"{lines:>11} {high.units:4d} {bar}{mark}")
+    return "\n".join(out) + "\n"
+
+
+def pressure_svg(curve: PressureCurve, other: dict[int, int] | None = None, other_name: str = "ptxas") -> str:
+    """A standalone SVG of the curve against PTX line numbers; `other` (PTX line -> registers) is drawn beside it."""
+    points = [(p.line, p.units) for p in curve.points if p.line]
+    second = sorted((other or {}).items())
+    lines = [x for x, _ in points + second] or [0, 1]
+    values = [y for _, y in points + second] or [1]
+    x0, x1, top = min(lines), max(max(lines), min(lines) + 1), max(max(values), 1)
+    w, h, pad = 900, 300, 40
+
+    def xy(x: int, y: int) -> str:
+        return f"{pad + (x - x0) * (w - 2 * pad) / (x1 - x0):.1f},{h - pad - y * (h - 2 * pad) / top:.1f}"
+
+    peak = curve.peak
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="monospace" font-size="11">',
+        f'<text x="{pad}" y="16">{escape(curve.function)}: live 32-bit registers per PTX line</text>',
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>',
+        f'<text x="{pad}" y="{h - 12}">line {x0}</text><text x="{w - pad - 60}" y="{h - 12}">line {x1}</text>',
+        f'<text x="4" y="{pad + 4}">{top}</text>',
+        f'<polyline fill="none" stroke="steelblue" points="{" ".join(xy(x, y) for x, y in points)}"/>',
+    ]
+    if second:
+        svg.append(f'<polyline fill="none" stroke="darkorange" points="{" ".join(xy(x, y) for x, y in second)}"/>')
+        svg.append(f'<text x="{w - 200}" y="16" fill="darkorange">{escape(other_name)}</text>')
+    if peak:
+        cx, cy = xy(peak.line, peak.units).split(",")
+        svg.append(f'<circle cx="{cx}" cy="{cy}" r="4" fill="red"/>')
+        svg.append(f'<text x="{cx}" y="{float(cy) - 8:.1f}" fill="red">peak {peak.units} @ line {peak.line}</text>')
+    svg.append("</svg>")
+    return "\n".join(svg) + "\n"
