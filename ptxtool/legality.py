@@ -71,13 +71,25 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
         for s in item.body.statements
         if isinstance(s, ast.Label)
     ]
-    for node in ast.walk(module):
+    for node in _statements(module):
         if isinstance(node, ast.Declaration) and any(isinstance(n, ast.Mask) for n in ast.walk(node)):
             found.append(("mask_initializer", node.line, node.column))
         elif isinstance(node, ast.Directive) and node.word == ".loc":
             if any(g and isinstance(g[0], ast.Name) and g[0].text == "inlined_at" for g in node.args):
                 found.append(("inlined_at", node.line, node.column))
     return found
+
+
+def _statements(module: ast.Module):
+    """Module items and every statement of every function body, nested blocks included (operands not visited)."""
+    stack: list[object] = list(reversed(module.items))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.Function) and node.body is not None:
+            stack.append(node.body)
+        elif isinstance(node, ast.Block):
+            stack.extend(reversed(node.statements))
 
 
 def check_module(module: ast.Module) -> list[Problem]:

@@ -175,6 +175,11 @@ class Requirement:
     needs: tuple[Need, ...]
 
 
+_FEATURES_BY_FIRST: dict[str, list[Feature]] = {}
+for _f in FEATURES:
+    _FEATURES_BY_FIRST.setdefault(_f.name.split(".")[0], []).append(_f)
+
+
 def _applies(feature: Feature, key: str) -> bool:
     return not feature.families or any(key == f or key.startswith(f + ".") for f in feature.families)
 
@@ -186,7 +191,8 @@ def requirements(instr: ast.Instruction) -> list[Requirement]:
     written = "." + ".".join(instr.modifiers) + "."
     out.extend(
         Requirement(f"'.{f.name}' on '{info.family}'", f.needs)
-        for f in FEATURES
+        for mod in dict.fromkeys(instr.modifiers)
+        for f in _FEATURES_BY_FIRST.get(mod, ())
         if f".{f.name}." in written and _applies(f, info.family)
     )
     for op in instr.operands:
