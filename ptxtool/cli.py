@@ -540,5 +540,112 @@ def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
         sys.stdout.write(text)
 
 
+# ---------------------------------------------------------------- lint
+
+
+def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(t.strip() for v in values for t in v.split(",") if t.strip())
+
+
+@main.command("lint")
+@click.argument("files", nargs=-1, metavar="FILE...")
+@click.option("--select", multiple=True, help="Only these rules: ids, id prefixes or names, comma-separated.")
+@click.option("--ignore", multiple=True, help="Leave out these rules (ids, prefixes or names, comma-separated).")
+@click.option("--explain", metavar="ID", help="Print the documentation of one rule and exit.")
+@click.option("--list-rules", is_flag=True, help="Print every rule: id, name, severity, summary.")
+@click.option("--no-ptxas", is_flag=True, help="Skip the rules that run ptxas (PTX008).")
+@click.option("--arch", help="Target for .cu files (nvcc -arch) and for ptxas (default: the module's .target).")
+@click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON (schema ptxtool.lint/1) on stdout.")
+@click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
+@_guarded
+def lint_command(
+    files: tuple[str, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    explain: str | None,
+    list_rules: bool,
+    no_ptxas: bool,
+    arch: str | None,
+    require_nvcc: bool | None,
+    as_json: bool,
+    sarif: bool,
+) -> None:
+    """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
+
+    \b
+    Each finding is one line on stdout: `path:line:col: ID severity: message`; a summary goes to stderr.
+    Silence a rule on one statement with `// ptxtool: ignore[ID]` on its line, in a whole file with
+    `// ptxtool: ignore-file[ID]`. Defaults come from [tool.ptxtool.lint] in the nearest pyproject.toml
+    (select, ignore, ptxas, require-nvcc, arch, and per-rule tables such as [tool.ptxtool.lint.PTX003]).
+    `--explain ID` documents a rule. Exit 0 clean, 1 findings, 2 bad input, 3 a required tool missing.
+    """
+    from ptxtool.config import find_pyproject, tool_config
+    from ptxtool.lint import all_rules, lint_files, load_settings
+
+    rules = all_rules()
+    if explain:
+        chosen = rules.get(explain.upper()) or next((r for r in rules.values() if r.name == explain), None)
+        if chosen is None:
+            raise click.UsageError(f"no rule {explain!r}; `ptxtool lint --list-rules` lists them")
+        click.echo(f"{chosen.id} {chosen.name} ({chosen.severity})\n\n{chosen.doc}")
+        if chosen.options:
+            click.echo("\nOptions: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in chosen.options.items()))
+        return
+    if list_rules:
+        for r in rules.values():
+            click.echo(f"{r.id}  {r.name:26} {r.severity:8} {r.summary}")
+        return
+    if not files:
+        raise click.UsageError("give FILE... to lint (or --explain ID, --list-rules)")
+    if as_json and sarif:
+        raise click.UsageError("--json and --sarif are two formats of one report: choose one")
+    pyproject = find_pyproject()
+    settings = load_settings(
+        tool_config("lint"),
+        str(pyproject or "pyproject.toml"),
+        select=_rule_list(select),
+        ignore=_rule_list(ignore),
+        ptxas=False if no_ptxas else None,
+        require_nvcc=require_nvcc,
+        arch=arch,
+    )
+    results = lint_files(list(files), settings)
+    findings = [f for r in results for f in r.findings]
+    if as_json or sarif:
+        from ptxtool.lint.documents import json_document, sarif_document
+
+        document = json_document(results, __version__) if as_json else sarif_document(results, __version__)
+        json.dump(document, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for f in findings:
+            click.echo(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.severity}: {f.message}")
+    console = stderr_console()
+    notices: dict[str, list[str]] = {}
+    for r in results:
+        for n in r.notices:
+            notices.setdefault(n, []).append(r.path)
+        for d in r.errors:
+            print_diagnostic(console, d)
+    for message, paths in notices.items():
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} files"
+        console.print(f"{where}: notice: {message}", markup=False, highlight=False)
+    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
+    detail = ", ".join(f"{n} {s}{'s' * (n != 1)}" for s, n in counts.items() if n)
+    checked = sum(1 for r in results if not r.errors)
+    unread = len(results) - checked
+    console.print(
+        f"{len(findings)} finding{'s' * (len(findings) != 1)}{f' ({detail})' if detail else ''} in {checked} "
+        f"file{'s' * (checked != 1)}" + (f"; {unread} could not be read or parsed" if unread else ""),
+        markup=False,
+        highlight=False,
+    )
+    if unread:
+        sys.exit(EXIT_INPUT)
+    if findings:
+        sys.exit(EXIT_FOUND)
+
+
 if __name__ == "__main__":
     main()

@@ -30,11 +30,42 @@ RULES: dict[str, str] = {
 }
 
 
-def _location(path: str, line: int) -> dict:
+def _location(path: str, line: int, column: int = 0) -> dict:
     physical: dict = {"artifactLocation": {"uri": Path(path).as_posix()}}
     if line:
-        physical["region"] = {"startLine": line}
+        physical["region"] = {"startLine": line} | ({"startColumn": column} if column else {})
     return {"physicalLocation": physical}
+
+
+def sarif_result(rule_id: str, level: str, message: str, path: str, line: int, column: int = 0) -> dict:
+    """One SARIF result (level: error, warning or note) at a line (0: the whole file) and column (0: unknown)."""
+    return {
+        "ruleId": rule_id,
+        "level": level,
+        "message": {"text": message},
+        "locations": [_location(path, line, column)],
+    }
+
+
+def sarif_log(rules: dict[str, str], results: list[dict], version: str) -> dict:
+    """A SARIF 2.1.0 log of one ptxtool run: `rules` maps rule id -> short description (used by inspect and lint)."""
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "ptxtool",
+                        "version": version,
+                        "informationUri": "https://github.com/ptxtool/ptxtool",
+                        "rules": [{"id": rule, "shortDescription": {"text": text}} for rule, text in rules.items()],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
 
 
 def sarif_document(reports: list, violations: list, version: str, errors: list | None = None) -> dict:
@@ -70,20 +101,4 @@ def sarif_document(reports: list, violations: list, version: str, errors: list |
                     "locations": [_location(r.path, line)],
                 }
             )
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "ptxtool",
-                        "version": version,
-                        "informationUri": "https://github.com/ptxtool/ptxtool",
-                        "rules": [{"id": rule, "shortDescription": {"text": text}} for rule, text in RULES.items()],
-                    }
-                },
-                "results": results,
-            }
-        ],
-    }
+    return sarif_log(RULES, results, version)

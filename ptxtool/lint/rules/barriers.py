@@ -1,0 +1,90 @@
+"""PTX002: CTA barriers that only some threads may reach (a branch on a thread-dependent predicate before them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ptxtool import isa
+from ptxtool.lint.context import Context
+from ptxtool.lint.divergence import divergent_region, post_dominators, thread_dependent
+from ptxtool.lint.registry import Hit, rule
+from ptxtool.syntax import ast
+
+# barrier form -> operands it has without the optional thread count (a count makes partial participation legal)
+_BARRIERS = {("bar", "sync"): 1, ("barrier", "sync"): 1, ("bar", "red"): 3, ("barrier", "red"): 3}
+
+
+def _full_barrier(i: ast.Instruction) -> bool:
+    """A CTA-wide wait that every thread must reach: bar.sync/barrier.sync/bar.red without a thread count."""
+    if i.opcode not in ("bar", "barrier"):
+        return False
+    form = (i.opcode, i.modifiers[0] if i.modifiers else "sync")
+    if form == ("bar", "cta") and len(i.modifiers) > 1:  # bar.cta.sync
+        form = ("bar", i.modifiers[1])
+    plain = _BARRIERS.get(form)
+    return plain is not None and len(i.operands) <= plain
+
+
+@rule("PTX002", "divergent-barrier", "error")
+def divergent_barrier(ctx: Context) -> Iterator[Hit]:
+    """A bar.sync/barrier.sync (or bar.red) that only some threads of the CTA may reach.
+
+    Every thread of the CTA must arrive at a barrier without a thread count; if a branch on a thread-dependent
+    predicate (one computed from %tid, %laneid, %warpid, an atomic's result, elect.sync, or a load through such an
+    address) lets some threads go around it, the others wait forever or the behaviour is undefined (CUDA:
+    `__syncthreads()` in conditional code only if the condition is the same for the whole block). The barrier is
+    reported when it lies between such a branch and the point where both paths join again (its post-dominator),
+    or when its own guard is thread-dependent. An early `ret` of some threads before the barrier counts too.
+    Not reported: `bra.uni`, branches on uniform values (%ctaid, parameters), and barriers with an explicit thread
+    count (`bar.sync 1, 128`), the named-barrier idiom of warp-specialized kernels.
+
+        setp.lt.u32 %p1, %r_tid, 32;
+        @%p1 bra DONE;
+        bar.sync 0;          // PTX002: threads with %tid.x < 32 skip it
+        DONE:
+    """
+    for function in ctx.bodies():
+        cfg = ctx.cfg(function)
+        ops = cfg.linear.ops
+        barriers = [op for op in ops if _full_barrier(op.instruction)]
+        if not barriers:
+            continue
+        varying = thread_dependent(cfg.linear)
+        guard_key = {op.index: next((u for u in op.uses[-1:] if op.guarded), None) for op in ops if op.guarded}
+        reported: set[int] = set()
+        for op in barriers:
+            if op.guarded and guard_key[op.index] in varying:
+                reported.add(op.index)
+                predicate = op.instruction.guard.predicate.text
+                yield Hit(
+                    op.line, op.instruction.column, f"{op.instruction.mnemonic} guarded by thread-dependent {predicate}"
+                )
+        branches = [
+            op
+            for op in ops
+            if isa.family(op.instruction) in ("bra", "brx.idx")
+            and "uni" not in op.instruction.modifiers
+            and (
+                (op.guarded and guard_key[op.index] in varying)
+                or (op.instruction.opcode == "brx" and varying.intersection(op.uses))
+            )
+        ]
+        if not branches:
+            continue
+        pdom = post_dominators(cfg)
+        at_block: dict[int, list] = {}
+        for op in barriers:
+            at_block.setdefault(cfg.block_of[op.index], []).append(op)
+        for branch in branches:
+            for block in sorted(divergent_region(cfg, cfg.block_of[branch.index], pdom)):
+                for op in at_block.get(block, ()):
+                    if op.index in reported:
+                        continue
+                    reported.add(op.index)
+                    what = branch.instruction.guard.predicate.text if branch.guarded else "a thread-dependent index"
+                    yield Hit(
+                        op.line,
+                        op.instruction.column,
+                        f"{op.instruction.mnemonic} reachable by only some threads: branch on {what} "
+                        f"(thread-dependent) at line {branch.line}",
+                    )

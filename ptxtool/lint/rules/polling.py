@@ -1,0 +1,95 @@
+"""PTX004: spin loops that poll memory without backing off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.linear import Op
+from ptxtool.analysis.loops import find_loops
+from ptxtool.lint.context import Context
+from ptxtool.lint.registry import Hit, rule
+from ptxtool.syntax import ast
+
+# a load that sees other threads' writes (family -> modifiers that make it one; None: always)
+_POLLS: dict[str, frozenset[str] | None] = {
+    "ld": frozenset(("volatile", "acquire", "relaxed", "mmio")),
+    "atom": None,
+}
+
+
+def _polls(op: Op) -> bool:
+    family = isa.family(op.instruction)
+    if family is None or family.split(".")[0] not in _POLLS:
+        return False
+    needed = _POLLS[family.split(".")[0]]
+    return needed is None or bool(needed.intersection(op.instruction.modifiers))
+
+
+def _callees_back_off(ctx: Context, op: Op, backoff: set[str]) -> bool:
+    """Whether a call in the loop goes to a function of this module that backs off (e.g. a __nanosleep wrapper)."""
+    names = {n.text for operand in op.instruction.operands for n in isa.operand_names(operand)}
+    return any(
+        f.name in names and f.body is not None and any(i.opcode in backoff for i in _instructions(f))
+        for f in ctx.module.functions
+    )
+
+
+def _instructions(function: ast.Function) -> Iterator[ast.Instruction]:
+    return ast.instructions(function.body) if function.body is not None else iter(())
+
+
+def _loop_ops(cfg: CFG, blocks: frozenset[int]) -> list[Op]:
+    return [op for b in sorted(blocks) for op in cfg.ops(cfg.blocks[b])]
+
+
+@rule("PTX004", "polling-without-backoff", "warning", options={"backoff": ["nanosleep"]})
+def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
+    """A loop that spins on a volatile/relaxed/acquire load (or an atomic) with no back-off such as nanosleep.
+
+    A loop whose exit depends on a value another thread or the host writes (a flag, a ticket, a queue head) keeps
+    issuing loads at full rate: the waiting warps steal issue slots and memory bandwidth from the very threads
+    they wait for, and on the whole GPU the traffic can slow the writer by orders of magnitude. Put
+    `nanosleep.u32 t;` in the loop (doubling t up to a limit is the usual back-off); `mbarrier.try_wait`, which
+    suspends in hardware, is not reported. Option `backoff` lists the instructions that count as a back-off;
+    a call in the loop to a function of the file that contains one counts too.
+
+        WAIT:
+        ld.acquire.gpu.global.u32 %r1, [%rd1];
+        setp.eq.u32 %p1, %r1, 0;
+        @%p1 bra WAIT;        // PTX004 at the load: add nanosleep.u32 before the branch
+    """
+    backoff = set(ctx.options["backoff"])
+    for function in ctx.bodies():
+        reported: set[int] = set()
+        if not any(i.opcode in _POLLS for i in _instructions(function)):
+            continue
+        cfg = ctx.cfg(function)
+        for loop in find_loops(cfg):
+            ops = _loop_ops(cfg, loop.blocks)
+            polls = [op for op in ops if _polls(op)]
+            if not polls or any(
+                op.instruction.opcode in backoff
+                or (op.instruction.opcode == "call" and _callees_back_off(ctx, op, backoff))
+                for op in ops
+            ):
+                continue
+            seen = {d for op in polls for d in op.defs}
+            changed = True
+            while changed:
+                changed = False
+                for op in ops:
+                    if seen.intersection(op.uses) and not seen.issuperset(op.defs):
+                        seen.update(op.defs)
+                        changed = True
+            exits = [op for op in ops if op.instruction.opcode == "bra" and op.guarded and op.uses[-1] in seen]
+            if exits and polls[0].index not in reported:
+                load = polls[0]
+                reported.add(load.index)
+                yield Hit(
+                    load.line,
+                    load.instruction.column,
+                    f"loop polls with {load.instruction.mnemonic} (branch at line {exits[0].line}) without back-off: "
+                    f"add {sorted(backoff)[0]}",
+                )

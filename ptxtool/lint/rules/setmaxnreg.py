@@ -1,0 +1,81 @@
+"""PTX003: setmaxnreg that ptxas will ignore or that cannot be satisfied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from math import prod
+
+from ptxtool.lint.context import Context
+from ptxtool.lint.registry import Hit, rule
+from ptxtool.syntax import ast
+
+WARPGROUP = 128  # threads: setmaxnreg acts on a whole warpgroup
+
+
+def _count(i: ast.Instruction) -> int | None:
+    value = i.operands[0].value if i.operands and isinstance(i.operands[0], ast.Immediate) else None
+    return value if isinstance(value, int) else None
+
+
+@rule(
+    "PTX003",
+    "setmaxnreg-config",
+    "warning",
+    options={"register-file": 65536, "min-registers": 24, "max-registers": 256},
+)
+def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
+    """setmaxnreg that ptxas ignores or the CTA cannot satisfy.
+
+    `setmaxnreg.inc/.dec.sync.aligned.u32 N` changes the registers of each thread of a warpgroup. Reported:
+    - N not a multiple of 8, or outside [24, 256] (options `min-registers`, `max-registers`): ptxas rejects it;
+    - the kernel has neither `.maxnreg` nor both `.maxntid` and `.minnctapersm`: ptxas cannot fix the starting
+      register count and ignores every setmaxnreg (warning "'setmaxnreg' ignored");
+    - the counts exceed the register file a CTA may use (option `register-file`, 65536 per SM, divided by
+      `.minnctapersm`): the estimate assumes the warp-specialized layout, one warpgroup running the smallest `.dec`
+      and all the others the largest `.inc` (all of them the largest `.inc` when there is no `.dec`).
+
+        .maxntid 384, 1, 1
+        .minnctapersm 1
+        ...
+        setmaxnreg.dec.sync.aligned.u32 40;
+        setmaxnreg.inc.sync.aligned.u32 240;   // PTX003: 128*40 + 256*240 = 66560 > 65536 registers
+    """
+    low, high, budget = ctx.options["min-registers"], ctx.options["max-registers"], ctx.options["register-file"]
+    for function in ctx.bodies():
+        uses = [i for i in ast.instructions(function.body) if i.opcode == "setmaxnreg"]
+        if not uses:
+            continue
+        for i in uses:
+            n = _count(i)
+            if n is not None and (n % 8 or not low <= n <= high):
+                yield Hit(i.line, i.column, f"{i.mnemonic} {n}: the count must be a multiple of 8 in [{low}, {high}]")
+        if not function.is_kernel:
+            continue
+        directives = {d.word: [int(v.value) for v in d.values] for d in function.directives}
+        first = uses[0]
+        if ".maxnreg" not in directives and not {".maxntid", ".minnctapersm"} <= directives.keys():
+            yield Hit(
+                first.line,
+                first.column,
+                f"setmaxnreg in '{function.name}' without .maxnreg or .maxntid + .minnctapersm: ptxas ignores it",
+            )
+            continue
+        if ".maxntid" not in directives:
+            continue
+        groups = max(1, prod(directives[".maxntid"]) // WARPGROUP)
+        per_cta = budget // max(1, (directives.get(".minnctapersm") or [1])[0])
+        inc = [(n, i) for i in uses if "inc" in i.modifiers and (n := _count(i)) is not None]
+        dec = [n for i in uses if "dec" in i.modifiers and (n := _count(i)) is not None]
+        if not inc:
+            continue
+        most, where = max(inc, key=lambda pair: pair[0])
+        need = WARPGROUP * (min(dec) + (groups - 1) * most if dec else groups * most)
+        if need > per_cta:
+            layout = (
+                f"{WARPGROUP}*{min(dec)} + {WARPGROUP * (groups - 1)}*{most}" if dec else f"{groups * WARPGROUP}*{most}"
+            )
+            yield Hit(
+                where.line,
+                where.column,
+                f"setmaxnreg counts need {layout} = {need} registers per CTA, more than {per_cta} available",
+            )

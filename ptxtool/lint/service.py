@@ -1,0 +1,132 @@
+"""The `lint` service: read each file (PTX, or CUDA C++ compiled to PTX with nvcc), run the selected rules on it,
+drop what the file's comments suppress, and say what could not be checked (notices) or read (errors)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.lint.context import Context
+from ptxtool.lint.registry import Rule
+from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
+from ptxtool.lint.suppress import suppressions
+from ptxtool.sources import Source, parse_source, read_source
+from ptxtool.syntax import ast
+
+CUDA_SUFFIXES = (".cu", ".cuh")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding: where (line 0 when the PTX was generated from a .cu file), which rule, how bad, and why."""
+
+    path: str
+    line: int
+    column: int
+    rule: str
+    name: str
+    severity: str
+    message: str
+
+    def to_data(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass
+class FileResult:
+    """What linting one file gave: findings, notices (checks skipped and why), errors (the file is bad input)."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
+
+
+def _cuda_source(path: str, settings: Settings) -> Source | None:
+    """PTX from a .cu/.cuh file with nvcc, or None (a notice) when nvcc is missing or cannot run, unless required."""
+    from ptxtool.toolchain.compile import cuda_to_ptx
+
+    if not Path(path).is_file():
+        raise InputError.at(path, "no such file")
+    try:
+        if path.endswith(".cuh"):  # a header: compile a unit that includes it
+            with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+                unit = Path(tmp) / (Path(path).stem + ".cu")
+                unit.write_text(f'#include "{Path(path).resolve()}"\n')
+                return Source(path, cuda_to_ptx(str(unit), settings.arch))
+        return Source(path, cuda_to_ptx(path, settings.arch))
+    except EnvironmentProblem:
+        if settings.require_nvcc:
+            raise
+        return None
+
+
+def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, result: FileResult):
+    """ptxas's warnings for the file, or None after a notice saying why they are unavailable."""
+    from ptxtool.toolchain.compile import compile_ptx, target_arch
+
+    try:
+        arch = target_arch(module.targets, source.display, settings.arch)
+        return compile_ptx(source.text, source.display, arch).warnings
+    except EnvironmentProblem as problem:
+        result.notices.append(f"ptxas rules skipped: {problem}")
+    except InputError as error:
+        if any(f.rule == "PTX001" for f in result.findings):
+            result.notices.append("ptxas rejected the file (see the PTX001 findings); ptxas rules skipped")
+        else:
+            result.errors.extend(error.diagnostics)
+    return None
+
+
+def _run(r: Rule, ctx: Context, settings: Settings, path: str, lines: list[str] | None) -> list[Finding]:
+    ctx.options = options_for(settings, r)
+    severity = severity_for(settings, r)
+    out = []
+    for hit in r.check(ctx):
+        if lines is None:
+            out.append(Finding(path, hit.line, hit.column, r.id, r.name, severity, hit.message))
+        else:  # generated PTX: no line of the user's file to point at
+            text = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
+            message = f"{hit.message} [generated PTX line {hit.line}: {text}]"
+            out.append(Finding(path, 0, 0, r.id, r.name, severity, message))
+    return out
+
+
+def lint_file(path: str, settings: Settings) -> FileResult:
+    """Lint one file with the selected rules; bad input ends up in `errors`, never raised."""
+    result = FileResult(path)
+    generated = path.endswith(CUDA_SUFFIXES)
+    try:
+        source = _cuda_source(path, settings) if generated else read_source(path)
+        if source is None:
+            result.notices.append("not checked: nvcc is not available to compile it to PTX (install nvidia-cuda-nvcc)")
+            return result
+        result.path = source.display
+        module = parse_source(source)
+    except InputError as error:
+        result.errors.extend(error.diagnostics or [Diagnostic(Location(path), str(error))])
+        return result
+    rules = active_rules(settings)
+    ctx = Context(module)
+    lines = source.text.splitlines() if generated else None
+    for r in rules:
+        if r.needs_ptxas:
+            continue
+        result.findings.extend(_run(r, ctx, settings, result.path, lines))
+    tool_rules = [r for r in rules if r.needs_ptxas]
+    if tool_rules and settings.ptxas:
+        ctx.ptxas_warnings = _ptxas_warnings(source, module, settings, result)
+        if ctx.ptxas_warnings is not None:
+            for r in tool_rules:
+                result.findings.extend(_run(r, ctx, settings, result.path, lines))
+    silenced = suppressions(module)
+    kept = [f for f in result.findings if generated or not silenced.silenced(f.rule, f.line)]
+    result.findings = sorted(kept, key=lambda f: (f.line, f.column, f.rule))
+    return result
+
+
+def lint_files(paths: list[str], settings: Settings) -> list[FileResult]:
+    """Lint files in order. An environment problem the settings make fatal (nvcc required) is raised."""
+    return [lint_file(p, settings) for p in paths]
