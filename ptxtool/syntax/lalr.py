@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from lark import Lark, Token
+from lark.grammar import Rule
 from lark.parsers.lalr_analysis import Shift
 
 END = "$END"
@@ -18,23 +19,68 @@ END = "$END"
 
 @dataclass(frozen=True, slots=True)
 class Unexpected:
-    """The parser met `token` where only `expected` terminals could go; `previous` is the token before it."""
+    """The parser met `token` where only `expected` terminals could go."""
 
     token: Token
     expected: frozenset[str]
 
 
+class _Splice(list):
+    """The children of a helper rule Lark made for `x*`/`x+` (named `__...`): spliced into the rule that uses it."""
+
+
+def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
+    """A function from a rule's matched children to its value, with Lark's tree-shaping rules: punctuation written
+    as a string in the grammar is dropped, `__` helper rules are spliced in, a `?rule` alternative with one child
+    and no alias is that child; otherwise the method named after the alias or rule is called with the children."""
+    keep = [
+        (i, not sym.is_term and sym.name.startswith("_"))
+        for i, sym in enumerate(rule.expansion)
+        if not (sym.is_term and sym.filter_out)
+    ]
+    name = rule.alias or rule.origin.name
+    if name.startswith("_"):
+        method = _Splice
+    else:
+        method = getattr(nodes, name, None)
+        if method is None and not rule.options.expand1:
+            raise TypeError(f"no node builder for grammar rule {name!r}")
+
+    def build(children: list) -> object:
+        kept: list = []
+        for i, splice in keep:
+            if splice:
+                if kept:
+                    kept.extend(children[i])
+                else:
+                    kept = children[i]
+            else:
+                kept.append(children[i])
+        if method is _Splice:
+            return kept if isinstance(kept, _Splice) else _Splice(kept)
+        if rule.options.expand1 and not rule.alias and len(kept) == 1:
+            return kept[0]
+        return method(*kept)
+
+    positions = tuple(i for i, _ in keep)
+    if any(splice for _, splice in keep) or method is _Splice or (rule.options.expand1 and not rule.alias):
+        return build
+    if positions == tuple(range(len(rule.expansion))):
+        return lambda children: method(*children)
+    return lambda children: method(*[children[i] for i in positions])
+
+
 class Driver:
     """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
 
-    def __init__(self, lark: Lark, start: str = "start") -> None:
-        parser = lark.parser.parser.parser  # ParsingFrontend -> LALR_Parser -> _Parser
-        table, callbacks = parser.parse_table, parser.callbacks
+    def __init__(self, lark: Lark, nodes: object, start: str = "start") -> None:
+        table = lark.parser.parser.parser.parse_table  # ParsingFrontend -> LALR_Parser -> _Parser
         self.start_state = table.start_states[start]
         self.end_state = table.end_states[start]
+        builders = {rule: _node_builder(rule, nodes) for rule in lark.rules}
         self.actions: dict[int, dict[str, object]] = {
             state: {
-                symbol: arg if action is Shift else (len(arg.expansion), callbacks[arg], arg.origin.name)
+                symbol: arg if action is Shift else (len(arg.expansion), builders[arg], arg.origin.name)
                 for symbol, (action, arg) in row.items()
             }
             for state, row in table.states.items()
@@ -67,7 +113,7 @@ class Driver:
                     children = []
                 values.append(build(children))
                 stack.append(actions[stack[-1]][goto])
-        end = Token.new_borrow_pos(END, "", token) if token is not None else Token(END, "", 0, 1, 1)
+        end = Token(END, "", 0, token.line, token.column) if token is not None else Token(END, "", 0, 1, 1)
         while True:
             action = actions[stack[-1]].get(END)
             if action is None or action.__class__ is int:

@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 from typing import NamedTuple
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token
 
 from ptxtool.syntax import ast
 from ptxtool.syntax.comments import attach_comments
@@ -105,12 +105,11 @@ class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
 
 
-@v_args(inline=True)
-class _Build(Transformer):
-    """One method per grammar rule (or alias), each returning a node; names and literals are interned."""
+class _Build:
+    """One method per grammar rule (or alias), called with the rule's children, each returning a node; names and
+    literals are interned so that a million-line file shares its `%r1`s."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.session: LexSession = LexSession()
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
@@ -120,16 +119,18 @@ class _Build(Transformer):
         self.session = session
         self.names, self.immediates = {}, {}
 
-    def _name(self, text: str) -> ast.Name:
+    def _name(self, tok: Token | str) -> ast.Name:
+        text = tok.value if tok.__class__ is Token else tok  # a plain str key: Token's __eq__ is Python code
         node = self.names.get(text)
         if node is None:
-            node = self.names[text] = ast.Name(str(text))
+            node = self.names[text] = ast.Name(text)
         return node
 
-    def _imm(self, text: str) -> ast.Immediate:
+    def _imm(self, tok: Token | str) -> ast.Immediate:
+        text = tok.value if tok.__class__ is Token else tok
         node = self.immediates.get(text)
         if node is None:
-            node = self.immediates[text] = ast.Immediate(str(text))
+            node = self.immediates[text] = ast.Immediate(text)
         return node
 
     def _signed(self, tokens) -> ast.Immediate:
@@ -327,10 +328,10 @@ class _Build(Transformer):
         if isinstance(children[0], ast.Guard):
             guard, children = children[0], children[1:]
         op = children[0]
-        split = self.opcodes.get(op)
+        split = self.opcodes.get(op.value)
         if split is None:
-            opcode, *modifiers = op.split(".")
-            split = self.opcodes[str(op)] = (opcode, tuple(modifiers))
+            opcode, *modifiers = op.value.split(".")
+            split = self.opcodes[op.value] = (opcode, tuple(modifiers))
         return ast.Instruction(
             split[0], split[1], children[1:], guard, line=op.line, column=op.column, end_line=self.session.prev_line
         )
@@ -414,9 +415,9 @@ def grammar_text() -> str:
 def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     """Lark compiles the grammar into LALR tables and node builders (once per process); we run them."""
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer="basic", transformer=build, maybe_placeholders=False)
+    lark = Lark(grammar_text(), parser="lalr", lexer="basic", maybe_placeholders=False)
     spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
-    return Driver(lark), PtxLexer(lark.lexer_conf), build, spellings
+    return Driver(lark, build), PtxLexer(lark.lexer_conf), build, spellings
 
 
 _lock = threading.Lock()  # the node builder holds per-parse state
