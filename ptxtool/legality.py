@@ -55,6 +55,10 @@ def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Targe
         return [Problem(i.line, i.column, f"unknown instruction '{i.mnemonic}'")]
     seen: set[str] = set()
     out = []
+    removed = isa.REMOVED.get(isa.family(i) or "")
+    if removed and ptx >= removed[0] and any(t.number >= removed[1] for t in targets):
+        since = f"PTX ISA {version_text(removed[0])} on sm_{removed[1]} and later"
+        out.append(Problem(i.line, i.column, f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}"))
     for r in isa.requirements(i):
         if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
             seen.add(r.what)

@@ -94,7 +94,8 @@ def test_corpus_as_written_is_legal(path):
 
 # Well-formed instructions (each accepted by ptxas on some target) checked on every target at once: one file per
 # target holds one kernel per instruction, and ptxas's error lines say which it rejects.
-SNIPPETS = """
+SNIPPETS = (
+    """
 setmaxnreg.inc.sync.aligned.u32 232;
 tcgen05.fence::before_thread_sync;
 redux.sync.min.f32 %f1, %f2, 0xffffffff;
@@ -146,7 +147,94 @@ bmsk.clamp.b32 %r1, %r2, %r3;
 ld.relaxed.cluster.global.u32 %r1, [%rd1];
 ld.mmio.relaxed.sys.global.u32 %r1, [%rd1];
 prefetch.global.L2::evict_last [%rd1];
-""".strip().splitlines()
+shfl.idx.b32 %r1, %r2, 0, 31;
+vote.all.pred %p1, %p2;
+shfl.sync.idx.b32 %r1|%p1, %r2, 0, 31, 0xffffffff;
+vote.sync.ballot.b32 %r1, %p1, 0xffffffff;
+mapa.shared::cluster.u32 %r1, %r2, %r3;
+st.global.L2::cache_hint.f32 [%rd1], %f1, %rd2;
+ld.global.nc.L2::128B.f32 %f1, [%rd1];
+atom.global.add.noftz.f16x2 %r1, [%rd1], %r2;
+atom.global.add.noftz.f16 %rs1, [%rd1], %rs2;
+atom.global.add.f64 %rd1, [%rd2], %rd3;
+cvt.rn.bf16x2.f32 %r1, %f1, %f2;
+cvt.rn.f16x2.e4m3x2 %r1, %rs1;
+cvt.rn.satfinite.e5m2x2.f32 %rs1, %f1, %f2;
+cvt.rn.tf32.f32 %r1, %f1;
+mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8}, {%r1,%r2}, {%r3,%r4},
+ {%f1,%f2,%f3,%f4,%f5,%f6,%f7,%f8};
+mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2}, {%r3}, {%f5,%f6,%f7,%f8};
+mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1,%f2,%f3,%f4}, {%r1,%r2,%r3,%r4}, {%r5,%r6}, {%f5,%f6,%f7,%f8};
+mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%r1,%r2}, {%r3}, {%r4}, {%r5,%r6};
+barrier.cluster.arrive.aligned;
+barrier.cluster.wait.aligned;
+mbarrier.test_wait.shared.b64 %p1, [bar], %rd1;
+mbarrier.test_wait.parity.shared.b64 %p1, [bar], %r1;
+mbarrier.arrive.shared.b64 %rd1, [bar];
+mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r1];
+mbarrier.expect_tx.relaxed.cluster.shared::cta.b64 [bar], %r1;
+mbarrier.try_wait.relaxed.cluster.shared::cta.b64 %p1, [bar], %rd1;
+multimem.st.relaxed.sys.global.f32 [%rd1], %f1;
+multimem.red.relaxed.sys.global.add.u32 [%rd1], %r1;
+st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%r1], %r2, [%r3];
+red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%r1], %r2, [%r3];
+griddepcontrol.launch_dependents;
+fence.sc.cluster;
+fence.acq_rel.gpu;
+membar.gl;
+fence.proxy.alias;
+cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [smem], [%rd1], 64, [bar];
+cp.async.bulk.global.shared::cta.bulk_group [%rd1], [smem], 64;
+cp.async.bulk.wait_group 0;
+cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%rd1], [smem], 64;
+cp.async.mbarrier.arrive.shared.b64 [bar];
+cp.async.wait_all;
+ldu.global.f32 %f1, [%rd1];
+prefetchu.L1 [%rd1];
+isspacep.global %p1, %rd1;
+cvta.to.shared.u64 %rd1, %rd2;
+ld.shared::cluster.u32 %r1, [%r2];
+ld.acquire.cluster.shared::cluster.u32 %r1, [%r2];
+st.relaxed.cluster.global.u32 [%rd1], %r1;
+atom.acq_rel.cluster.global.add.u32 %r1, [%rd1], %r2;
+red.relaxed.gpu.global.add.u32 [%rd1], %r1;
+atom.global.cas.b16 %rs1, [%rd1], %rs2, %rs3;
+min.NaN.f32 %f1, %f2, %f3;
+fma.rn.relu.f16 %rs1, %rs2, %rs3, %rs4;
+max.bf16 %rs1, %rs2, %rs3;
+neg.bf16 %rs1, %rs2;
+ex2.approx.ftz.bf16 %rs1, %rs2;
+tanh.approx.f16 %rs1, %rs2;
+cvt.pack.sat.u8.s32.b32 %r1, %r2, %r3, %r4;
+dp2a.lo.u32.u32 %r1, %r2, %r3, %r4;
+lop3.b32 %r1, %r2, %r3, %r4, 0x96;
+shf.l.wrap.b32 %r1, %r2, %r3, %r4;
+prmt.b32.f4e %r1, %r2, %r3, %r4;
+bfind.u32 %r1, %r2;
+copysign.f32 %f1, %f2, %f3;
+testp.finite.f32 %p1, %f1;
+mul24.lo.s32 %r1, %r2, %r3;
+sad.u32 %r1, %r2, %r3, %r4;
+vadd.s32.s32.s32.sat %r1, %r2, %r3;
+vadd2.s32.s32.s32 %r1, %r2, %r3, %r4;
+bar.red.popc.u32 %r1, 0, %p1;
+bar.arrive 1, 64;
+barrier.sync.aligned 0;
+bar.warp.sync 0xffffffff;
+stacksave.u64 %rd1;
+stackrestore.u64 %rd1;
+pmevent 1;
+exit;
+activemask.b32 %r1;
+wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 0, 0;
+tcgen05.wait::ld.sync.aligned;
+tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 32;
+clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [smem], [bar];
+""".strip()
+    .replace(",\n", ", ")
+    .splitlines()
+)
 
 TARGETS = ["sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103f", "sm_110f", "sm_120a"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, SPECIAL_REGISTERS
+from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, REMOVED, SPECIAL_REGISTERS
 from ptxtool.isa.model import Access, Effect, Feature, InstructionInfo, Mode, Role
 from ptxtool.isa.opcodes import OPCODES
 from ptxtool.isa.targets import Need, Target, Version, version, version_text
@@ -27,6 +27,7 @@ __all__ = [
     "InstructionInfo",
     "Mode",
     "Need",
+    "REMOVED",
     "Requirement",
     "Role",
     "Target",

@@ -38,7 +38,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # floating-point types and modes in arithmetic
     *((t, _ARITH, "4.2 sm_53") for t in ("f16", "f16x2")),
     *((t, ("fma", "neg", "abs", "min", "max"), "7.0 sm_80") for t in ("bf16", "bf16x2")),
-    *((t, ("add", "sub", "mul"), "7.8 sm_90") for t in ("bf16", "bf16x2")),
+    *((t, ("add", "sub", "mul", "ex2"), "7.8 sm_90") for t in ("bf16", "bf16x2")),
     ("relu", ("fma", "min", "max", "cvt"), "7.0 sm_80"),
     *((f"relu.{t}", ("min", "max"), "8.0 sm_90") for t in ("s16x2", "s32")),
     ("NaN", ("min", "max"), "7.0 sm_80"),
@@ -49,6 +49,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     *((t, ("cvt",), _SM100_A) for t in ("e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2")),
     *((t, ("cvt",), "7.0 sm_80") for t in ("bf16", "bf16x2", "tf32", "f16x2")),
     ("f32.bf16", ("cvt",), "7.1 sm_80"),
+    *((f"{r}.tf32.f32", ("cvt",), "7.8 sm_90") for r in ("rn", "rz")),
     ("param", ("cvta", "isspacep"), "7.7 sm_70"),
     ("rs", ("cvt",), "8.7 sm_100a | 8.7 sm_103a | 8.8 sm_100f"),
     # atomics
@@ -131,4 +132,10 @@ CONSTRUCTS: dict[str, Feature] = {
         ("section_label", "a label inside a .section", "7.0 sm_10"),
         ("mask_initializer", "a mask operator in an initializer", "7.1 sm_10"),
     )
+}
+
+# Families that newer targets dropped: (PTX version, target) from which a file may no longer use them, and the fix.
+REMOVED: dict[str, tuple[tuple[int, int], int, str]] = {
+    "shfl": ((6, 4), 70, "use shfl.sync"),
+    "vote": ((6, 4), 70, "use vote.sync"),
 }
