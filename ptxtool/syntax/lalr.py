@@ -70,6 +70,10 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     return lambda children: method(*[children[i] for i in positions])
 
 
+def _plain(name: str) -> str:
+    return str.__str__(name)
+
+
 class Driver:
     """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
 
@@ -78,9 +82,10 @@ class Driver:
         self.start_state = table.start_states[start]
         self.end_state = table.end_states[start]
         builders = {rule: _node_builder(rule, nodes) for rule in lark.rules}
+        # Lark names symbols with its Token class, whose __eq__ is Python code: key the table by plain str
         self.actions: dict[int, dict[str, object]] = {
             state: {
-                symbol: arg if action is Shift else (len(arg.expansion), builders[arg], arg.origin.name)
+                _plain(symbol): arg if action is Shift else (len(arg.expansion), builders[arg], _plain(arg.origin.name))
                 for symbol, (action, arg) in row.items()
             }
             for state, row in table.states.items()
