@@ -633,11 +633,14 @@ def lint_command(
         console.print(f"{where}: notice: {message}", markup=False, highlight=False)
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
     detail = ", ".join(f"{n} {s}{'s' * (n != 1)}" for s, n in counts.items() if n)
-    checked = sum(1 for r in results if not r.errors)
-    unread = len(results) - checked
+    checked = sum(1 for r in results if r.checked and not r.errors)
+    unread = sum(1 for r in results if r.errors)
+    skipped = len(results) - checked - unread
     console.print(
         f"{len(findings)} finding{'s' * (len(findings) != 1)}{f' ({detail})' if detail else ''} in {checked} "
-        f"file{'s' * (checked != 1)}" + (f"; {unread} could not be read or parsed" if unread else ""),
+        f"file{'s' * (checked != 1)}"
+        + (f"; {skipped} not checked" if skipped else "")
+        + (f"; {unread} could not be read or parsed" if unread else ""),
         markup=False,
         highlight=False,
     )

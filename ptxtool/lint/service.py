@@ -42,6 +42,7 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     errors: list[Diagnostic] = field(default_factory=list)
+    checked: bool = True  # False when the file could not be checked at all (a .cu file without nvcc)
 
 
 def _cuda_source(path: str, settings: Settings) -> Source | None:
@@ -73,8 +74,9 @@ def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, resu
     except EnvironmentProblem as problem:
         result.notices.append(f"ptxas rules skipped: {problem}")
     except InputError as error:
-        if any(f.rule == "PTX001" for f in result.findings):
-            result.notices.append("ptxas rejected the file (see the PTX001 findings); ptxas rules skipped")
+        explained = {f.line for f in result.findings}
+        if all(d.location.line in explained for d in error.diagnostics):
+            result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
         else:
             result.errors.extend(error.diagnostics)
     return None
@@ -89,7 +91,7 @@ def _run(r: Rule, ctx: Context, settings: Settings, path: str, lines: list[str] 
             out.append(Finding(path, hit.line, hit.column, r.id, r.name, severity, hit.message))
         else:  # generated PTX: no line of the user's file to point at
             text = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
-            message = f"{hit.message} [generated PTX line {hit.line}: {text}]"
+            message = f"{hit.message} [generated PTX line {hit.line}: {text}]" if text else hit.message
             out.append(Finding(path, 0, 0, r.id, r.name, severity, message))
     return out
 
@@ -102,6 +104,7 @@ def lint_file(path: str, settings: Settings) -> FileResult:
         source = _cuda_source(path, settings) if generated else read_source(path)
         if source is None:
             result.notices.append("not checked: nvcc is not available to compile it to PTX (install nvidia-cuda-nvcc)")
+            result.checked = False
             return result
         result.path = source.display
         module = parse_source(source)

@@ -72,12 +72,12 @@ def nc_load_of_written_memory(ctx: Context) -> Iterator[Hit]:
     for function in ctx.bodies():
         facts = ctx.memory(function)
         ops = ctx.cfg(function).linear.ops
-        written = {
-            a.base: a.line
-            for a in facts.accesses
-            if a.mode is not Mode.READ and a.base.startswith(("param:", "global:"))
-        }
-        written.update({f"param:{p}": 0 for p in facts.written_params if f"param:{p}" not in written})
+        written: dict[str, int] = {}
+        for a in facts.accesses:
+            if a.mode is not Mode.READ and a.base.startswith(("param:", "global:")):
+                written.setdefault(a.base, a.line)
+        for p in facts.written_params:
+            written.setdefault(f"param:{p}", 0)
         for access in facts.accesses:
             i = ops[access.op].instruction
             if access.mode is Mode.READ and "nc" in i.modifiers and access.base in written:

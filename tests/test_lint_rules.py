@@ -1,0 +1,110 @@
+"""Every lint rule on hand-written PTX (tests/data/lint: a file where it fires, marked `// expect ID` on each line
+it must report, and a near miss where it must stay silent) and on real compiler output from samples/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ptxtool.lint import all_rules, lint_file, load_settings
+
+DATA = Path(__file__).parent / "data" / "lint"
+SAMPLES = Path(__file__).parent.parent / "samples"
+RULE_IDS = list(all_rules())
+NO_TOOLS = ("PTX008",)  # rules that run ptxas are covered in test_lint_cli.py and below
+
+
+def findings(path: Path, rule: str, **flags) -> list:
+    settings = load_settings({}, "test", select=(rule,), **flags)
+    result = lint_file(str(path), settings)
+    assert not result.errors, result.errors
+    return result.findings
+
+
+def expected_lines(path: Path, rule: str) -> set[int]:
+    return {n for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(rf"// expect .*{rule}", line)}
+
+
+@pytest.mark.parametrize("rule", [r for r in RULE_IDS if r not in NO_TOOLS])
+def test_rule_fires_exactly_where_marked(rule: str) -> None:
+    path = DATA / f"{rule}_fires.ptx"
+    found = findings(path, rule)
+    assert {f.line for f in found} == expected_lines(path, rule)
+    assert all(f.rule == rule and f.severity == all_rules()[rule].severity for f in found)
+    assert all(f.message and "\n" not in f.message for f in found)
+
+
+@pytest.mark.parametrize("rule", [r for r in RULE_IDS if r not in NO_TOOLS])
+def test_near_miss_is_silent(rule: str) -> None:
+    assert findings(DATA / f"{rule}_ok.ptx", rule) == []
+
+
+def test_every_rule_has_data_and_docs() -> None:
+    for rule in RULE_IDS:
+        r = all_rules()[rule]
+        assert re.fullmatch(r"PTX\d{3}", rule) and r.severity in ("error", "warning", "note")
+        assert len(r.doc.splitlines()) > 3, f"{rule} needs a docstring that explains it"
+        if rule not in NO_TOOLS:
+            assert (DATA / f"{rule}_fires.ptx").is_file() and (DATA / f"{rule}_ok.ptx").is_file()
+
+
+# ---------------------------------------------------------------- real compiler output
+
+
+def test_polling_loops_in_nvcc_output() -> None:
+    """comm.cu spins on `ld.acquire.sys` and `ld.volatile` (inline asm) without __nanosleep; the cooperative-groups
+    grid sync in reduce.cu spins on ld.acquire.gpu and atom.cas."""
+    comm = findings(SAMPLES / "comm.sm90.ptx", "PTX004")
+    assert [(f.line, f.message.split()[3]) for f in comm] == [
+        (62, "ld.acquire.sys.global.s32"),
+        (231, "ld.volatile.global.s32"),
+    ]
+    assert {f.line for f in findings(SAMPLES / "reduce.sm80.ptx", "PTX004")} == {390, 530}
+
+
+def test_local_arrays_in_nvcc_output() -> None:
+    found = findings(SAMPLES / "control.sm80.ptx", "PTX007")
+    assert [f.line for f in found] == [385, 407, 570, 589]
+    assert "17 ld.local/st.local in 'local_array'" in found[1].message
+
+
+def test_warp_specialized_hopper_kernel_is_clean() -> None:
+    """The hopper sample's setmaxnreg (384 threads, 40/232 registers) fits, and its barriers are not divergent."""
+    for rule in ("PTX001", "PTX002", "PTX003", "PTX006"):
+        assert findings(SAMPLES / "hopper.sm90a.ptx", rule) == [], rule
+
+
+def test_setmaxnreg_over_budget_when_the_count_rises(tmp_path: Path) -> None:
+    path = tmp_path / "hopper_240.ptx"
+    path.write_text((SAMPLES / "hopper.sm90a.ptx").read_text().replace("u32 232;", "u32 240;"))
+    found = findings(path, "PTX003")
+    assert len(found) == 1 and "66560" in found[0].message
+
+
+def test_nvcc_output_has_no_divergent_barriers_or_illegal_features() -> None:
+    for path in sorted(SAMPLES.glob("*.sm*.ptx")):
+        for rule in ("PTX001", "PTX002"):
+            assert findings(path, rule) == [], (path.name, rule)
+
+
+def test_readonly_parameters_of_nvcc_output() -> None:
+    """saxpy-like kernels without __restrict__ read their input through plain ld.global."""
+    found = findings(SAMPLES / "comm.sm90.ptx", "PTX005")
+    assert found and all("never writes it" in f.message and "ptxtool optimize" in f.message for f in found)
+    assert not any(".nc" in f.message.split(" first ")[1] for f in found)
+
+
+def test_ptxas_spills_reported_at_the_kernel() -> None:
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("ptxas")
+    except EnvironmentProblem:
+        pytest.skip("no ptxas")
+    found = findings(SAMPLES / "pressure.sm80.ptx", "PTX008")
+    spills = [f for f in found if "long_live_ranges" in f.message]
+    assert len(spills) == 1 and spills[0].line == 767 and "spilled" in spills[0].message
+    assert findings(SAMPLES / "tensorcore.sm80.ptx", "PTX008") == []
