@@ -225,12 +225,27 @@ stacksave.u64 %rd1;
 stackrestore.u64 %rd1;
 pmevent 1;
 exit;
-activemask.b32 %r1;
 wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1,%f2,%f3,%f4}, %rd1, %rd2, 1, 1, 1, 0, 0;
 tcgen05.wait::ld.sync.aligned;
 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
 tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r1, 32;
 clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [smem], [bar];
+st.bulk.weak.shared::cta [%rd1], 64, 0;
+clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 %p1, %q1;
+tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r1}, [%r2];
+tcgen05.commit.cta_group::1.mbarrier::arrive::one.b64 [bar];
+tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;
+atom.global.cas.b128 %q1, [%rd1], %q2, %q1;
+atom.global.exch.b128 %q1, [%rd1], %q2;
+getctarank.shared::cluster.u32 %r1, %r2;
+cvt.rn.satfinite.e2m1x2.f32 %b1, %f1, %f2;
+redux.sync.min.abs.NaN.f32 %f1, %f2, 0xffffffff;
+ld.global.nc.L2::cache_hint.v8.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, [%rd1], %rd2;
+mov.u32 %r1, %globaltimer_lo;
+mov.pred %p1, %is_explicit_cluster;
+mov.u32 %r1, %clusterid.x;
+mov.u64 %rd1, %current_graph_exec;
+cvt.rs.satfinite.e4m3x4.f32 %r1, {%f1, %f2, %f3, %f4}, %r2;
 """.strip()
     .replace(",\n", ", ")
     .splitlines()
@@ -242,7 +257,8 @@ TARGETS = ["sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "s
 def snippet_file(target: str) -> str:
     kernels = "\n".join(
         f".visible .entry k{n}(.param .u64 p)\n{{\n.reg .pred %p<3>; .reg .f32 %f<9>; .reg .b16 %rs<5>; "
-        f".reg .b32 %r<9>; .reg .b64 %rd<9>; .shared .align 8 .b64 bar; .shared .align 16 .b8 smem[1024];\n"
+        f".reg .b32 %r<9>; .reg .b64 %rd<9>; .reg .b128 %q<3>; .reg .b8 %b<3>;\n"
+        f".shared .align 8 .b64 bar; .shared .align 16 .b8 smem[1024];\n"
         f"{line}\nret;\n}}"
         for n, line in enumerate(SNIPPETS)
     )

@@ -51,7 +51,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("f32.bf16", ("cvt",), "7.1 sm_80"),
     *((f"{r}.tf32.f32", ("cvt",), "7.8 sm_90") for r in ("rn", "rz")),
     ("param", ("cvta", "isspacep"), "7.7 sm_70"),
-    ("rs", ("cvt",), "8.7 sm_100a | 8.7 sm_103a | 8.8 sm_100f"),
+    ("rs", ("cvt",), "8.7 sm_100a | 8.8 sm_103a"),
     # atomics
     ("f64", ("atom", "red"), "5.0 sm_60"),
     *((t, ("atom", "red"), "6.3 sm_70") for t in ("f16", "f16x2")),

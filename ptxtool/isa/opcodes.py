@@ -107,7 +107,9 @@ _ROWS: dict[str, tuple] = {
     "cp.reduce.async.bulk.tensor": _row("U", "8.0 sm_90", _ASYNC_COPY | E.ATOMIC, "0rw,1r:1", "global"),
     "cp.async.bulk.commit_group": _row("", "8.0 sm_90", E.ASYNC),
     "cp.async.bulk.wait_group": _row("U", "8.0 sm_90", E.ASYNC | E.FENCE),
-    "tensormap.replace": _row("U", "8.3 sm_90a | 8.6 sm_100a | 8.8 sm_100f | 9.0 sm_110f", access="0rw"),
+    "tensormap.replace": _row(
+        "U", "8.3 sm_90a | 8.6 sm_100a | 8.8 sm_100f | 9.0 sm_110f | 8.7 sm_120a | 8.8 sm_120f", access="0rw"
+    ),
     "tensormap.cp_fenceproxy": _row("U", "8.3 sm_90", E.FENCE | E.ASYNC, "0w,1r:1", "global"),
     # ---- textures and surfaces
     "tex": _row("DU", "1.0 sm_10", access="1r", space="tex"),
