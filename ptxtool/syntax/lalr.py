@@ -82,6 +82,10 @@ class Driver:
         self.start_state = table.start_states[start]
         self.end_state = table.end_states[start]
         builders = {rule: _node_builder(rule, nodes) for rule in lark.rules}
+        # states where a statement or module item may begin: errors roll back to such a state
+        self.statement_starts = frozenset(
+            state for state, row in table.states.items() if any(str(s) in ("statement", "module_item") for s in row)
+        )
         # Lark names symbols with its Token class, whose __eq__ is Python code: key the table by plain str
         self.actions: dict[int, dict[str, object]] = {
             state: {
@@ -92,20 +96,37 @@ class Driver:
         }
 
     def parse(self, tokens: Iterable[Token], on_error: Callable[[Unexpected], bool]) -> object:
-        """Parse a token stream; on an unexpected token call `on_error`, which returns True to skip it and go on."""
-        actions = self.actions
+        """Parse a token stream. On an unexpected token call `on_error` (False stops), then recover: drop back to
+        where the broken statement began and skip to its end, so the next statement parses cleanly."""
+        actions, starts = self.actions, self.statement_starts
         stack = [self.start_state]
         values: list[object] = []
+        checkpoint: tuple[int, int] | None = None  # stack sizes where the current statement began
+        skipping: Token | None = None  # the error token while skipping to the end of a broken statement
         token = None
         for token in tokens:
             kind = token.type
+            if skipping is not None:
+                if not self._resynchronised(token, skipping, stack):
+                    continue
+                skipping = None
+                if kind == "SEMICOLON":
+                    continue
             while True:
                 action = actions[stack[-1]].get(kind)
                 if action is None:
                     if not on_error(Unexpected(token, self.expected(stack))):
                         return None
+                    if checkpoint is not None:
+                        del stack[checkpoint[0] :]
+                        del values[checkpoint[1] :]
+                        if kind == "RBRACE" and "statement" in actions[stack[-1]]:
+                            continue  # the block ends here: let the brace close it
+                    skipping = None if kind == "SEMICOLON" else token
                     break
                 if action.__class__ is int:
+                    if stack[-1] in starts:
+                        checkpoint = (len(stack), len(values))
                     stack.append(action)
                     values.append(token)
                     break
@@ -133,6 +154,14 @@ class Driver:
             stack.append(actions[stack[-1]][goto])
             if stack[-1] == self.end_state:
                 return values[-1]
+
+    def _resynchronised(self, token: Token, error: Token, stack: list[int]) -> bool:
+        """Whether skipping after an error ends at `token`: a statement in a block ends at `;` (or its block at `}`);
+        at module level the next line that starts something the module can hold starts afresh."""
+        row = self.actions[stack[-1]]
+        if "statement" in row:
+            return token.type in ("SEMICOLON", "RBRACE")
+        return token.line > error.line and token.type in row
 
     def expected(self, stack: list[int]) -> frozenset[str]:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
