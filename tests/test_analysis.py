@@ -163,6 +163,16 @@ def test_strides_of_loop_accesses():
     assert sgemm.written_params == {"sgemm_tiled_param_5"}
 
 
+def test_chain_induction_variables():
+    """daxpy_grid_stride's loop unrolled 4 times advances %rd67 through three temporaries, each adding the
+    grid stride %rd27: one induction variable with step 4*%rd27; the countdown %rd63 steps by -1."""
+    cfg = build_cfg(kernel("ptx/elementwise.sm80.ptx", "daxpy_grid_stride"))
+    loops = find_loops(cfg)
+    steps = [{iv.register: iv.step for iv in lp.induction} for lp in loops]
+    assert steps[0]["%rd63"] == -1 and steps[0]["%rd61"] == "%rd15"
+    assert steps[1] == {"%rd64": "4*%rd8", "%rd66": "4*%rd27", "%rd67": "4*%rd27"}
+
+
 def test_pointer_induction_through_a_chain():
     """daxpy's unrolled loop advances %rd67 through %rd51.. (not `add r, r, c`): still affine, base kept."""
     name = "ptx/elementwise.sm80.ptx"

@@ -52,10 +52,6 @@ class Affine:
             UNKNOWN if self.base else None, {k: v * factor for k, v in self.terms.items()}, self.const * factor
         )
 
-    def scale_terms(self, factor: int) -> Affine:
-        """The negation (factor -1) of the offset part, base dropped: `x - header` cancels the header's base."""
-        return Affine(None, {k: v * factor for k, v in self.terms.items()}, self.const * factor)
-
     def __str__(self) -> str:
         parts = [f"{v}*{k}" if v != 1 else k for k, v in sorted(self.terms.items())]
         if self.const or not parts:
@@ -121,7 +117,6 @@ class _Evaluator:
         self.loops = sorted(loops, key=lambda loop: -loop.depth)  # innermost first
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
-        self.carried: dict[str, Affine] = {}  # iv symbol -> its value at the loop header while its step is sought
         self.steps: dict[str, int | str] = {}  # iv symbol -> step per trip (an int, or an invariant expression)
 
     def operand(self, op: int, index: int) -> Affine:
@@ -160,29 +155,19 @@ class _Evaluator:
             if self.cfg.block_of[op] in loop.blocks:
                 outside = [d for d in defs if d == ENTRY or self.cfg.block_of[d] not in loop.blocks]
                 if len(outside) == 1 and outside[0] != ENTRY and len(outside) < len(defs):
-                    return self._carried(loop, key, outside[0], [d for d in defs if d not in outside])
+                    return self._carried(loop, key, outside[0])
         return _opaque(f"{key}@{op}")
 
-    def _carried(self, loop: Loop, key: str, init_op: int, updates: list[int]) -> Affine:
-        """A register carried around a loop: `init + iv` when every update adds the same invariant step."""
-        symbol = f"iv(L{loop.index}:{key})"
-        if symbol in self.carried:
-            return self.carried[symbol]
+    def _carried(self, loop: Loop, key: str, init_op: int) -> Affine:
+        """A register carried around a loop: `init + iv` for an induction variable, else `init`'s base plus an
+        unknown that changes every trip."""
         init = self.define(init_op, key)
-        header = init + _opaque(symbol)
-        self.carried[symbol] = header
-        steps: set[int | str | None] = set()
-        for d in updates:
-            value = self.define(d, key)
-            delta = value + header.scale_terms(-1)
-            if value.base != header.base or any(_varies(t, self.cfg, loop) for t in delta.terms):
-                steps.add(None)
-            steps.add(str(Affine(None, delta.terms, delta.const)) if delta.terms else delta.const)
-        del self.carried[symbol]
-        if len(steps) != 1 or None in steps:
+        iv = next((v for v in loop.induction if v.register == key), None)
+        if iv is None:
             return Affine(init.base, {f"{key}@L{loop.index}": 1})
-        self.steps[symbol] = steps.pop()
-        return header
+        symbol = f"iv(L{loop.index}:{key})"
+        self.steps[symbol] = iv.step
+        return init + _opaque(symbol)
 
     def define(self, op: int, key: str) -> Affine:
         """The value op writes to register key."""
@@ -318,9 +303,10 @@ def _writes_nothing(function: ast.Function) -> bool:
 def memory_facts(module: ast.Module, function: ast.Function, cfg: CFG | None = None) -> MemoryFacts:
     """The memory facts of one kernel (or function) with a body."""
     cfg = cfg or build_cfg(function)
-    loops = find_loops(cfg)
+    du = def_use(cfg)
+    loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
-    ev = _Evaluator(cfg, def_use(cfg), loops, variable_spaces(module, function), params)
+    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params)
     written: set[str] = set()
     unknown_writes: list[int] = []
     found: list[tuple[int, Mode, str, Affine]] = []
