@@ -133,7 +133,7 @@ class _Evaluator:
             if space == "global":
                 return Affine(f"global:{operand.text}")
             return Affine(space) if space else _opaque(operand.text)  # shared/local/const, or %tid.x
-        return _opaque(f"?{op}")
+        return _opaque(f"?@{op}")  # a vector or other operand we do not follow
 
     def register(self, op: int, key: str) -> Affine:
         memo = (op, key)
@@ -192,7 +192,8 @@ class _Evaluator:
         if family in ("mul", "shl") and n == 3 and "hi" not in i.modifiers:
             a, b = self.operand(op, 1), self.operand(op, 2)
             if family == "shl":
-                return a.scale(1 << b.const) if not b.terms and not b.base else _opaque(f"{key}@{op}")
+                constant = not b.terms and not b.base and 0 <= b.const < 64
+                return a.scale(1 << b.const) if constant else _opaque(f"{key}@{op}")
             return _product(a, b) or _opaque(f"{key}@{op}")
         if family == "mad" and n == 4 and "hi" not in i.modifiers:
             product = _product(self.operand(op, 1), self.operand(op, 2))
