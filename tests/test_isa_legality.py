@@ -80,6 +80,14 @@ def test_flagged_lines_equal_ptxas_error_lines(name, target, version, at_least, 
     assert (code == 0) is (not ours)
 
 
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)
+def test_every_corpus_file_moved_to_sm75_agrees_with_ptxas(path, tmp_path):
+    text = mutate(path.read_text(), target="sm_75", version="9.0")
+    module = parse(text)
+    ours = {p.line for p in check_module(module)}
+    assert ours == header_lines_to_function(module, ptxas_error_lines(text, tmp_path)[1])
+
+
 def test_target_too_new_for_version_is_reported_and_rejected(tmp_path):
     text = mutate((CORPUS / "ptx/elementwise.sm120.ptx").read_text(), version="8.6")
     problems = check_module(parse(text))
