@@ -179,6 +179,8 @@ def test_pointer_induction_through_a_chain():
     facts = memory_facts(module(name), kernel(name, "daxpy_grid_stride"))
     assert facts.unknown_writes == ()
     assert {a.param for a in facts.accesses} == {"daxpy_grid_stride_param_2", "daxpy_grid_stride_param_3"}
+    # grid-stride loops: the step is blockDim*gridDim*8 bytes, a register, and four of them per unrolled trip
+    assert {(a.loop, a.stride, a.stride_expr) for a in facts.accesses} == {(0, None, "%rd15"), (1, None, "4*%rd27")}
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)

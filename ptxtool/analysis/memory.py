@@ -66,7 +66,8 @@ def _opaque(symbol: str) -> Affine:
 @dataclass(frozen=True, slots=True)
 class MemoryAccess:
     """One global or generic access: where (op, line), how (mode, space), from which kernel parameter, the offset
-    from that base, the innermost loop around it, and the bytes its address moves per trip of that loop."""
+    from that base, the innermost loop around it, and the bytes its address moves per trip of that loop (`stride`
+    when a constant; `stride_expr` also when it is an expression over loop-invariant registers)."""
 
     op: int
     line: int
@@ -78,6 +79,7 @@ class MemoryAccess:
     offset: str
     loop: int | None
     stride: int | None
+    stride_expr: str | None
     param_read_only: bool | None
 
     @property
@@ -252,20 +254,25 @@ def _address(ev: _Evaluator, op: int, operand: ast.Operand) -> Affine:
     return value
 
 
-def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> int | None:
-    """Bytes the address moves per trip of the loop; None when it moves in a way that is not a constant."""
+def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> tuple[int | None, str | None]:
+    """Bytes the address moves per trip of the loop, as a number when constant and as an expression over
+    loop-invariant registers (`8*(4*%rd27)`); (None, None) when it moves in a way that is not affine."""
     if loop is None:
-        return None
+        return None, None
     total = 0
+    symbolic = []
     for symbol, coefficient in value.terms.items():
-        if symbol.startswith(f"iv(L{loop.index}:") and symbol.endswith(")") and symbol in ev.steps:
+        if symbol.startswith(f"iv(L{loop.index}:") and symbol in ev.steps:
             step = ev.steps[symbol]
-            if not isinstance(step, int):
-                return None
-            total += coefficient * step
+            if isinstance(step, int):
+                total += coefficient * step
+            else:
+                symbolic.append(f"{coefficient}*({step})" if coefficient != 1 else step)
         elif _varies(symbol, ev.cfg, loop):
-            return None
-    return total
+            return None, None
+    if symbolic:
+        return None, " + ".join(symbolic + ([str(total)] if total else []))
+    return total, str(total)
 
 
 def _call_hazards(ev: _Evaluator, module: ast.Module, op: int) -> tuple[set[str], bool]:
@@ -346,7 +353,7 @@ def memory_facts(module: ast.Module, function: ast.Function, cfg: CFG | None = N
                 param,
                 str(value),
                 loop.index if loop else None,
-                _stride(ev, value, loop),
+                *_stride(ev, value, loop),
                 (param in read_only) if param else None,
             )
         )
