@@ -120,6 +120,8 @@ def test_pressure_curve_is_per_instruction():
     curve = pressure(cfg)
     assert [p.op for p in curve.points] == list(range(len(cfg.linear.ops)))
     assert curve.points[-1].units == 0  # nothing is live at ret
+    by_line = curve.by_line()
+    assert max(by_line.values()) == curve.peak.units and by_line[curve.peak.line] == curve.peak.units
 
 
 # ---------------------------------------------------------------- memory facts

@@ -31,6 +31,15 @@ class PressureCurve:
     points: tuple[PressurePoint, ...]
     live: tuple[frozenset[str], ...]
 
+    def by_line(self) -> dict[int, int]:
+        """The highest pressure at each PTX line (several ops can share a line), to set beside per-line counts
+        such as nvdisasm's live registers mapped back through line info."""
+        out: dict[int, int] = {}
+        for p in self.points:
+            if p.line:
+                out[p.line] = max(out.get(p.line, 0), p.units)
+        return out
+
     @property
     def peak(self) -> PressurePoint | None:
         """The first op where the pressure is highest (None for an empty body)."""
