@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from lark.lexer import PatternStr, Token
 
-_WORD_SHAPED = re.compile(r"\.?[A-Za-z_$%][A-Za-z0-9_$]*")
+_WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 
 
 @dataclass(slots=True)
@@ -94,7 +94,9 @@ class PtxLexer:
             elif kind == "PUNCT":
                 kind = punctuation[value]
             elif kind == "COMMENT":
-                comments.append(Comment(line, start - line_start + 1, value, last_token_line != line))
+                # blanks and CR at a line comment's end are layout, not words: the formatter owns them
+                text = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
+                comments.append(Comment(line, start - line_start + 1, text, last_token_line != line))
                 newlines = value.count("\n")
                 if newlines:
                     line += newlines

@@ -69,7 +69,7 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.Difference: lambda n: f"{n.left.text}-{n.right.text}",
     ast.Address: _address,
     ast.Unary: lambda n: n.op + inline(n.operand),
-    ast.Binary: lambda n: inline(n.left) + n.op + inline(n.right),
+    ast.Binary: lambda n: inline(n.left) + (" % " if n.op == "%" else n.op) + inline(n.right),  # `7%3`: a name
     ast.Paren: lambda n: "(" + inline(n.inner) + ")",
     ast.Conditional: lambda n: f"{inline(n.condition)}?{inline(n.if_true)}:{inline(n.if_false)}",
     ast.Vector: lambda n: "{" + _seq(n.items) + "}",
