@@ -55,13 +55,13 @@ def test_every_rule_has_data_and_docs() -> None:
 
 def test_polling_loops_in_nvcc_output() -> None:
     """comm.cu spins on `ld.acquire.sys` and `ld.volatile` (inline asm) without __nanosleep; the cooperative-groups
-    grid sync in reduce.cu spins on ld.acquire.gpu and atom.cas."""
+    grid sync in reduce.cu spins on ld.acquire.gpu; its float atomicMax is a CAS retry loop, not a spin."""
     comm = findings(SAMPLES / "comm.sm90.ptx", "PTX004")
     assert [(f.line, f.message.split()[3]) for f in comm] == [
         (62, "ld.acquire.sys.global.s32"),
         (231, "ld.volatile.global.s32"),
     ]
-    assert {f.line for f in findings(SAMPLES / "reduce.sm80.ptx", "PTX004")} == {390, 530}
+    assert {f.line for f in findings(SAMPLES / "reduce.sm80.ptx", "PTX004")} == {390}
 
 
 def test_local_arrays_in_nvcc_output() -> None:

@@ -12,19 +12,22 @@ from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
-# a load that sees other threads' writes (family -> modifiers that make it one; None: always)
-_POLLS: dict[str, frozenset[str] | None] = {
-    "ld": frozenset(("volatile", "acquire", "relaxed", "mmio")),
-    "atom": None,
-}
+_ORDERED = frozenset(("volatile", "acquire", "relaxed", "mmio"))
 
 
-def _polls(op: Op) -> bool:
-    family = isa.family(op.instruction)
-    if family is None or family.split(".")[0] not in _POLLS:
+def _polls(op: Op, written_in_loop: set[str]) -> bool:
+    """A read that waits on other threads: an ordered/volatile load, `atom.exch`, or an `atom.cas` whose expected
+    value does not come from inside the loop (a lock; a CAS retry loop feeds the last result back and is not)."""
+    i = op.instruction
+    if i.opcode == "ld":
+        return bool(_ORDERED.intersection(i.modifiers))
+    if i.opcode != "atom":
         return False
-    needed = _POLLS[family.split(".")[0]]
-    return needed is None or bool(needed.intersection(op.instruction.modifiers))
+    if "exch" in i.modifiers:
+        return True
+    if "cas" in i.modifiers and len(op.keys) > 2:
+        return op.keys[2] is None or op.keys[2] not in written_in_loop
+    return False
 
 
 def _callees_back_off(ctx: Context, op: Op, backoff: set[str]) -> bool:
@@ -46,14 +49,16 @@ def _loop_ops(cfg: CFG, blocks: frozenset[int]) -> list[Op]:
 
 @rule("PTX004", "polling-without-backoff", "warning", options={"backoff": ["nanosleep"]})
 def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
-    """A loop that spins on a volatile/relaxed/acquire load (or an atomic) with no back-off such as nanosleep.
+    """A loop that spins on a volatile/relaxed/acquire load or a lock (atom.exch/cas) with no back-off (nanosleep).
 
     A loop whose exit depends on a value another thread or the host writes (a flag, a ticket, a queue head) keeps
     issuing loads at full rate: the waiting warps steal issue slots and memory bandwidth from the very threads
     they wait for, and on the whole GPU the traffic can slow the writer by orders of magnitude. Put
     `nanosleep.u32 t;` in the loop (doubling t up to a limit is the usual back-off); `mbarrier.try_wait`, which
     suspends in hardware, is not reported. Option `backoff` lists the instructions that count as a back-off;
-    a call in the loop to a function of the file that contains one counts too.
+    a call in the loop to a function of the file that contains one counts too. A compare-and-swap retry loop
+    (atomicMax on floats: the expected value is the last result) makes progress on every failure and is not
+    reported; a CAS whose expected value is fixed (a spin lock) is.
 
         WAIT:
         ld.acquire.gpu.global.u32 %r1, [%rd1];
@@ -63,12 +68,13 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
     backoff = set(ctx.options["backoff"])
     for function in ctx.bodies():
         reported: set[int] = set()
-        if not any(i.opcode in _POLLS for i in _instructions(function)):
+        if not any(i.opcode in ("ld", "atom") for i in _instructions(function)):
             continue
         cfg = ctx.cfg(function)
         for loop in find_loops(cfg):
             ops = _loop_ops(cfg, loop.blocks)
-            polls = [op for op in ops if _polls(op)]
+            written = {d for op in ops for d in op.defs}
+            polls = [op for op in ops if _polls(op, written)]
             if not polls or any(
                 op.instruction.opcode in backoff
                 or (op.instruction.opcode == "call" and _callees_back_off(ctx, op, backoff))
