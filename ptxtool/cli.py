@@ -558,6 +558,7 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON (schema ptxtool.lint/1) on stdout.")
 @click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
+@click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @_guarded
 def lint_command(
     files: tuple[str, ...],
@@ -570,6 +571,7 @@ def lint_command(
     require_nvcc: bool | None,
     as_json: bool,
     sarif: bool,
+    jobs: int | None,
 ) -> None:
     """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
 
@@ -610,7 +612,7 @@ def lint_command(
         require_nvcc=require_nvcc,
         arch=arch,
     )
-    results = lint_files(list(files), settings)
+    results = lint_files(list(files), settings, jobs)
     findings = [f for r in results for f in r.findings]
     if as_json or sarif:
         from ptxtool.lint.documents import json_document, sarif_document

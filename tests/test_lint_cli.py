@@ -215,3 +215,38 @@ def test_cuda_sources_without_nvcc(tmp_path: Path) -> None:
     assert lint("--require-nvcc", str(source), env=env).exit_code == 3
     (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.lint]\nrequire-nvcc = true\n")
     assert lint(str(source), env=env).exit_code == 3
+
+
+def test_target_this_ptxas_cannot_assemble_is_a_notice(tmp_path: Path) -> None:
+    old = tmp_path / "old.ptx"
+    text = (DATA / "PTX007_fires.ptx").read_text()
+    old.write_text(text.replace(".target sm_80", ".target sm_52").replace(".version 8.0", ".version 7.0"))
+    result = lint(str(old))
+    assert result.exit_code == 1 and [i for _, i in ids(result)] == ["PTX007", "PTX007"]
+    assert "notice: this ptxas cannot assemble for sm_52; ptxas rules skipped" in result.stderr
+
+
+def test_parallel_results_keep_input_order() -> None:
+    files = [data(f"PTX00{n}_fires.ptx") for n in (7, 2, 4, 6)]
+    serial = lint("--no-ptxas", "-j", "1", *files)
+    parallel = lint("--no-ptxas", "-j", "3", *files)
+    assert serial.exit_code == parallel.exit_code == 1
+    assert parallel.stdout == serial.stdout and serial.stdout.index("PTX007") < serial.stdout.index("PTX002")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="nvcc needs a host C++ compiler")
+def test_cuda_source_file_suppression(tmp_path: Path) -> None:
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("nvcc")
+    except EnvironmentProblem:
+        pytest.skip("no nvcc")
+    source = tmp_path / "k.cu"
+    body = "__global__ void pick(int *out, int i) {\n  int a[8];\n  for (int k = 0; k < 8; ++k) a[k] = k * i;\n"
+    source.write_text(body + "  *out = a[threadIdx.x & 7];\n}\n")
+    assert "PTX007" in lint("--no-ptxas", str(source)).stdout
+    source.write_text("// ptxtool: ignore-file[PTX007]\n" + source.read_text())
+    result = lint("--no-ptxas", str(source))
+    assert "PTX007" not in result.stdout

@@ -3,7 +3,9 @@ drop what the file's comments suppress, and say what could not be checked (notic
 
 from __future__ import annotations
 
+import os
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,11 +13,12 @@ from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Rule
 from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
-from ptxtool.lint.suppress import suppressions
+from ptxtool.lint.suppress import cuda_suppressions, suppressions
 from ptxtool.sources import Source, parse_source, read_source
 from ptxtool.syntax import ast
 
 CUDA_SUFFIXES = (".cu", ".cuh")
+_UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .target it does not know (sm_52)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,8 @@ def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, resu
         explained = {f.line for f in result.findings}
         if all(d.location.line in explained for d in error.diagnostics):
             result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
+        elif any(_UNSUPPORTED_TARGET in d.message for d in error.diagnostics):
+            result.notices.append(f"this ptxas cannot assemble for {module.targets[0]}; ptxas rules skipped")
         else:
             result.errors.extend(error.diagnostics)
     return None
@@ -124,12 +129,17 @@ def lint_file(path: str, settings: Settings) -> FileResult:
         if ctx.ptxas_warnings is not None:
             for r in tool_rules:
                 result.findings.extend(_run(r, ctx, settings, result.path, lines))
-    silenced = suppressions(module)
-    kept = [f for f in result.findings if generated or not silenced.silenced(f.rule, f.line)]
+    silenced = cuda_suppressions(Path(path).read_text(errors="replace")) if generated else suppressions(module)
+    kept = [f for f in result.findings if not silenced.silenced(f.rule, f.line)]
     result.findings = sorted(kept, key=lambda f: (f.line, f.column, f.rule))
     return result
 
 
-def lint_files(paths: list[str], settings: Settings) -> list[FileResult]:
-    """Lint files in order. An environment problem the settings make fatal (nvcc required) is raised."""
-    return [lint_file(p, settings) for p in paths]
+def lint_files(paths: list[str], settings: Settings, jobs: int | None = None) -> list[FileResult]:
+    """Lint files in parallel processes (one per core unless `jobs` says otherwise), results in input order.
+    An environment problem the settings make fatal (nvcc required) is raised."""
+    jobs = min(len(paths), jobs or os.cpu_count() or 1)
+    if jobs <= 1:
+        return [lint_file(p, settings) for p in paths]
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(lint_file, paths, [settings] * len(paths)))

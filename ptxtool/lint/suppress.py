@@ -1,5 +1,6 @@
 """Inline suppressions: `// ptxtool: ignore[PTX002]` on a statement's line silences those rules there (bare
-`ignore` silences every rule on that line); `// ptxtool: ignore-file[PTX007]` anywhere silences them in the file."""
+`ignore` silences every rule on that line); `// ptxtool: ignore-file[PTX007]` anywhere silences them in the file.
+A CUDA source can only hold the file-wide form: its findings point into PTX that nvcc generated."""
 
 from __future__ import annotations
 
@@ -48,5 +49,15 @@ def suppressions(module: ast.Module) -> Suppressions:
                 else:
                     found.lines.setdefault(node.line, set()).update(ids)
         for comment in _comments(node):
+            found.file |= {i for kind, ids in _ids(comment) if kind == "ignore-file" for i in ids}
+    return found
+
+
+def cuda_suppressions(text: str) -> Suppressions:
+    """The `// ptxtool: ignore-file[...]` comments of a CUDA source (searched in its `//` comments)."""
+    found = Suppressions()
+    for line in text.splitlines():
+        _, slashes, comment = line.partition("//")
+        if slashes:
             found.file |= {i for kind, ids in _ids(comment) if kind == "ignore-file" for i in ids}
     return found
