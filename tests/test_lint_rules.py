@@ -83,9 +83,10 @@ def test_setmaxnreg_over_budget_when_the_count_rises(tmp_path: Path) -> None:
     assert len(found) == 1 and "66560" in found[0].message
 
 
-def test_nvcc_output_has_no_divergent_barriers_or_illegal_features() -> None:
+def test_nvcc_output_has_no_divergent_barriers_illegal_features_or_stale_nc_loads() -> None:
+    """nvcc emits ld.global.nc only for `const __restrict__` buffers, which the kernel cannot write."""
     for path in sorted(SAMPLES.glob("*.sm*.ptx")):
-        for rule in ("PTX001", "PTX002"):
+        for rule in ("PTX001", "PTX002", "PTX006"):
             assert findings(path, rule) == [], (path.name, rule)
 
 
@@ -108,3 +109,8 @@ def test_ptxas_spills_reported_at_the_kernel() -> None:
     spills = [f for f in found if "long_live_ranges" in f.message]
     assert len(spills) == 1 and spills[0].line == 767 and "spilled" in spills[0].message
     assert findings(SAMPLES / "tensorcore.sm80.ptx", "PTX008") == []
+
+
+def test_nc_load_of_a_written_parameter_in_a_sample() -> None:
+    found = findings(SAMPLES / "constructs.ptx", "PTX006")
+    assert [(f.line, "'out'" in f.message) for f in found] == [(134, True)]

@@ -14,7 +14,7 @@ from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Rule
 from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
-from ptxtool.sources import Source, parse_source, read_source
+from ptxtool.sources import STDIN, Source, parse_source, read_source
 from ptxtool.syntax import ast
 
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -139,7 +139,7 @@ def lint_files(paths: list[str], settings: Settings, jobs: int | None = None) ->
     """Lint files in parallel processes (one per core unless `jobs` says otherwise), results in input order.
     An environment problem the settings make fatal (nvcc required) is raised."""
     jobs = min(len(paths), jobs or os.cpu_count() or 1)
-    if jobs <= 1:
+    if jobs <= 1 or STDIN in paths:  # stdin belongs to this process
         return [lint_file(p, settings) for p in paths]
     with ProcessPoolExecutor(jobs) as pool:
         return list(pool.map(lint_file, paths, [settings] * len(paths)))
