@@ -15,6 +15,7 @@ from lark.grammar import Rule
 from lark.parsers.lalr_analysis import Shift
 
 END = "$END"
+MAX_DEPTH = 400  # parser stack entries: real PTX nests a few levels; far deeper input would overflow the printer
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +24,7 @@ class Unexpected:
 
     token: Token
     expected: frozenset[str]
+    message: str | None = None  # set when the parser gives up for a reason of its own
 
 
 class _Splice(list):
@@ -127,6 +129,9 @@ class Driver:
                 if action.__class__ is int:
                     if stack[-1] in starts:
                         checkpoint = (len(stack), len(values))
+                    elif len(stack) > MAX_DEPTH:
+                        on_error(Unexpected(token, frozenset(), f"nested more than {MAX_DEPTH} levels deep"))
+                        return None
                     stack.append(action)
                     values.append(token)
                     break

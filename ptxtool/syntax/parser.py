@@ -79,6 +79,8 @@ def _unexpected(error: Unexpected, spellings: dict[str, str], text: str, prev_li
         kind = _DESCRIBE.get(token.type, "token").removeprefix("a ").removeprefix("an ")
         found = f"'{value}'" if token.type in spellings else f"{kind} '{value}'"
         line, column = token.line, token.column
+    if error.message:
+        return SyntaxIssue(line, column, error.message)
     if "SEMICOLON" in expected_terminals and token.type != END and token.line > prev_line:
         end = len(_line_text(text, prev_line).split("//")[0].rstrip()) + 1
         return SyntaxIssue(prev_line, end, f"missing ';' at the end of the line (the next line starts with {found})")
@@ -93,6 +95,14 @@ def _unexpected(error: Unexpected, spellings: dict[str, str], text: str, prev_li
 
 
 # ---------------------------------------------------------------- building nodes
+
+
+class _GiveUp(Exception):
+    """Raised by a node builder when the input is beyond what ptxtool handles; parsing stops with this issue."""
+
+    def __init__(self, issue: SyntaxIssue) -> None:
+        super().__init__(issue.message)
+        self.issue = issue
 
 
 class _Located(NamedTuple):
@@ -118,6 +128,7 @@ class _Build:
     def reset(self, session: LexSession) -> None:
         self.session = session
         self.names, self.immediates = {}, {}
+        self.depths: dict[int, int] = {}  # id(expression node) -> operators deep, while the parse holds the nodes
 
     def _name(self, tok: Token | str) -> ast.Name:
         text = tok.value if tok.__class__ is Token else tok  # a plain str key: Token's __eq__ is Python code
@@ -380,14 +391,22 @@ class _Build:
             offset, rest = self._signed(rest[:count]), rest[count:]
         return ast.Address(self._value(base), offset, plus or offset is None, rest)
 
-    # -- constant expressions
+    # -- constant expressions (their depth is bounded: the printer and analyses recurse over them)
+    def _nested(self, node, token: Token, *parts):
+        depth = 1 + max(self.depths.get(id(p), 0) for p in parts)
+        if depth > MAX_EXPRESSION_DEPTH:
+            message = f"constant expression nested more than {MAX_EXPRESSION_DEPTH} operators deep"
+            raise _GiveUp(SyntaxIssue(token.line, token.column, message))
+        self.depths[id(node)] = depth
+        return node
+
     def e_binary(self, left, op, right):
-        return ast.Binary(op.value, left, right)
+        return self._nested(ast.Binary(op.value, left, right), op, left, right)
 
     def e_unary(self, op, operand):
         if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-"):
             return self._imm("-" + operand.text)
-        return ast.Unary(op.value, operand)
+        return self._nested(ast.Unary(op.value, operand), op, operand)
 
     def e_paren(self, inner):
         return ast.Paren(inner)
@@ -423,8 +442,28 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
 _lock = threading.Lock()  # the node builder holds per-parse state
 
 
+MAX_EXPRESSION_DEPTH = 100
+MAX_LINE = 16 << 20  # characters; compilers' longest lines (data initializers) stay far below
+
+
+def _overlong_line(text: str) -> SyntaxIssue | None:
+    if len(text) <= MAX_LINE:
+        return None
+    for number, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_LINE:
+            return SyntaxIssue(
+                number,
+                1,
+                f"line is {len(line):,} characters long; ptxtool reads lines up to {MAX_LINE:,} (is this PTX?)",
+            )
+    return None
+
+
 def parse(text: str) -> ast.Module:
     """Parse PTX source text into a Module, or raise ParseError with every error found."""
+    overlong = _overlong_line(text)
+    if overlong:
+        raise ParseError([overlong], text)
     driver, lexer, build, spellings = _parser()
     issues: list[SyntaxIssue] = []
     error_lines: set[int] = set()
@@ -440,7 +479,11 @@ def parse(text: str) -> ast.Module:
 
     with _lock:
         build.reset(session)
-        module = driver.parse(lexer.tokens(text, session), recover)
+        try:
+            module = driver.parse(lexer.tokens(text, session), recover)
+        except _GiveUp as stop:
+            issues.append(stop.issue)
+            module = None
     issues.extend(SyntaxIssue(e.line, e.column, e.message) for e in session.errors)
     if issues or module is None:
         raise ParseError(issues, text)
