@@ -75,7 +75,8 @@ def family(instr: Instr) -> str | None:
     opcode, mods = _split(instr)
     for n in range(len(mods), -1, -1):
         key = ".".join((opcode, *mods[:n]))
-        stem = key.partition("::")[0] if n and "::" in mods[n - 1] else key  # tcgen05.fence::before_thread_sync
+        # a last modifier with a `::` qualifier may name its row without it: tcgen05.fence::before_thread_sync
+        stem = ".".join((opcode, *mods[: n - 1], mods[n - 1].partition("::")[0])) if n else key
         for candidate in (key, stem):
             if candidate in OPCODES:
                 return candidate
