@@ -75,6 +75,20 @@ def test_parse_several_files_reports_each_and_fails_on_the_bad_one(tmp_path: Pat
     assert f"{bad}:8:" in result.stderr
 
 
+def test_parse_stdin() -> None:
+    result = run("parse", "-", input=RARE.read_bytes())
+    assert result.exit_code == 0 and result.stdout.startswith("<stdin>: ok — PTX 8.0, sm_90; 4 kernels")
+
+
+def test_unclosed_block_is_reported_at_the_end_of_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "open.ptx"
+    bad.write_text(".version 9.0\n.target sm_90\n.visible .entry k()\n{\n\tret;\n")
+    result = run("fmt", str(bad))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"{bad}:5:") and "end of file" in result.stderr
+    assert not LARK_NAMES.search(result.stderr)
+
+
 def test_parse_json(tmp_path: Path) -> None:
     result = run("parse", "--json", str(RARE))
     assert result.exit_code == 0
