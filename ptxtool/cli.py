@@ -652,5 +652,123 @@ def lint_command(
         sys.exit(EXIT_FOUND)
 
 
+# ---------------------------------------------------------------- optimize
+
+
+def _optimize_settings(options: dict):
+    """Pipeline and cache-operator settings: `[tool.ptxtool.optimize]`, then the flags given."""
+    from dataclasses import replace
+
+    from ptxtool.config import find_pyproject, tool_config
+    from ptxtool.optimize import settings_from_config
+    from ptxtool.passes.cache_operators import Policy
+
+    where = str(find_pyproject() or "pyproject.toml")
+    passes, settings = settings_from_config(tool_config("optimize"), where)
+    if options["passes"]:
+        passes = tuple(p.strip() for p in options["passes"].split(",") if p.strip())
+    flags = {name: options[name] for name in ("readonly", "streaming", "stores", "l2_evict_first")}
+    flags["unsafe_volatile_nc"] = options["unsafe_volatile_nc"] or None
+    for name, value in flags.items():
+        policy = getattr(settings, name)
+        include = tuple(options["include"]) or policy.include
+        policy = Policy(policy.enabled if value is None else value, include, policy.exclude + tuple(options["exclude"]))
+        settings = replace(settings, **{name: policy})
+    settings = replace(settings, noalias=settings.noalias + tuple(options["noalias"]))
+    if options["store_hint"]:
+        settings = replace(settings, store_hint=options["store_hint"])
+    return passes, settings
+
+
+def _print_optimize(console, result) -> None:
+    for r in result.reports:
+        for rewrite in r.rewrites:
+            console.print(
+                f"{result.path}:{rewrite.line}: {rewrite.kernel}: {rewrite.before} -> {rewrite.after}",
+                markup=False,
+            )
+            for reason in rewrite.reasons:
+                console.print(f"    {reason}", markup=False)
+    for k in result.kernels:
+        if k.before is None or k.after is None or k.memory_before == k.memory_after:
+            continue
+        spill = lambda r: r.spill_stores + r.spill_loads  # noqa: E731
+        console.print(
+            f"{k.name}: registers {k.before.registers} -> {k.after.registers}, spill bytes {spill(k.before)} -> "
+            f"{spill(k.after)}",
+            markup=False,
+        )
+        for variant in sorted(set(k.memory_before) | set(k.memory_after)):
+            a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
+            if a != b:
+                console.print(f"    {variant}: {a} -> {b}", markup=False)
+    for warning in result.warnings:
+        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", markup=True)
+    for problem in result.problems:
+        console.print(f"[bold red]verification failed:[/bold red] {problem}", markup=True)
+    rewrites = sum(len(r.rewrites) for r in result.reports)
+    state = "verified" if result.verified else "NOT verified: nothing written"
+    gpu = f", GPU outputs {result.gpu}" if result.gpu else ""
+    console.print(f"{result.path}: {rewrites} instruction(s) rewritten, {state}{gpu}", markup=False)
+
+
+@main.command("optimize")
+@click.argument("file", metavar="FILE")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimized PTX here.")
+@click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
+@click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
+@click.option("--arch", help="Verify for this target (e.g. sm_90) instead of the module's .target.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (needs -o or --in-place).")
+@click.option("--verify-gpu", "spec", help="Also run original and optimized on the GPU with this launch spec.")
+@click.option("--readonly/--no-readonly", default=None, help="`.nc` on loads of memory the kernel never writes.")
+@click.option("--streaming/--no-streaming", default=None, help="`.L1::no_allocate` (+ `.L2::256B`) on streams.")
+@click.option("--stores/--no-stores", default=None, help="`.cs` (or --store-hint) on write-once stores.")
+@click.option("--l2-evict-first/--no-l2-evict-first", default=None, help="createpolicy + .L2::cache_hint on streams.")
+@click.option("--store-hint", type=click.Choice(["cs", "L1::no_allocate"]), help="Hint for write-once stores.")
+@click.option(
+    "--unsafe-volatile-nc",
+    is_flag=True,
+    help="DeepEP's trick: volatile loads of data other agents write become .nc (OUTSIDE the PTX memory model).",
+)
+@click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
+@click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
+@click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
+@_guarded
+def optimize_command(file: str, output: str | None, in_place: bool, as_json: bool, spec: str | None, **options) -> None:
+    """Add cache operators where analysis proves them safe, verified in ptxas and the SASS before anything is written.
+
+    \b
+    Policies: read-only loads get .nc (pointer parameters may alias: declare them alias-free with --noalias
+    KERNEL, as __restrict__ does); streaming loads .L1::no_allocate (.L2::256B when wide and sequential);
+    write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings: [tool.ptxtool.optimize].
+    Verification: ptxas accepts the output, every promised SASS variant is there, nothing else changed.
+    Exit 0: verified and written (or printed); 1: verification failed, nothing written; 2: bad input; 3: no ptxas.
+    """
+    from ptxtool.optimize import optimize, verify_on_gpu
+
+    if output and in_place:
+        raise click.UsageError("give -o or --in-place, not both")
+    if as_json and not (output or in_place):
+        raise click.UsageError("--json needs -o or --in-place: without them stdout carries the PTX")
+    if in_place and file == STDIN:
+        raise click.UsageError("--in-place needs a file, not stdin")
+    passes, settings = _optimize_settings(options)
+    source = read_source(file)
+    result = optimize(source, passes, settings, options["arch"])
+    if spec and result.verified and result.changed:
+        verify_on_gpu(result, file, spec)
+    console = stderr_console()
+    _print_optimize(console, result)
+    target = file if in_place else output
+    if result.verified and target and (result.changed or target != file):
+        write_atomic(target, result.text)
+    if as_json:
+        json.dump(result.to_data(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif result.verified and not target:
+        sys.stdout.write(result.text)
+    sys.exit(result.exit_code)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,440 @@
+"""Cache operators on global loads and stores where analysis proves them safe (the DeepSeek/DeepEP technique):
+`.nc` on read-only data, `.L1::no_allocate` (+ `.L2::256B`) on streaming loads, `.cs` on write-once stores, and
+optionally an L2 evict_first policy through `createpolicy` + `.L2::cache_hint`.
+
+A grid-stride copy whose source the kernel never writes, with `noalias` declared for the kernel:
+
+    ld.global.v4.u32  {%r4, %r5, %r6, %r7}, [%rd8];      ->  ld.global.nc.L1::no_allocate.L2::256B.v4.u32 ...
+    st.global.v4.u32  [%rd9], {%r4, %r5, %r6, %r7};      ->  st.global.cs.v4.u32 ...
+
+(SASS: `LDG.E.128` -> `LDG.E.NA.LTC256B.128.CONSTANT`, `STG.E.128` -> `STG.E.EF.128`.) Loads that must stay
+coherent (volatile, acquire/relaxed, any scope, data the kernel writes) are never touched, except by the explicit
+`unsafe_volatile_nc` policy, which is outside the PTX memory model and says so in every report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field, replace
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import CFG, build_cfg
+from ptxtool.analysis.memory import MemoryAccess, MemoryFacts, memory_facts
+from ptxtool.isa import Role, Target
+from ptxtool.passes.report import PassReport, Rewrite, Skip
+from ptxtool.syntax import ast
+
+NAME = "cache-operators"
+LINE_BYTES = 128  # an L1/L2 line: a streaming warp must move at least this far per trip
+WIDE_BYTES = 256  # a warp footprint this wide earns `.L2::256B`
+POLICY_REGISTER = "%ptxtool_evict_first"
+POLICY_SASS = frozenset(("ULDC", "UMOV"))  # a policy replaces the default memory descriptor's uniform load
+
+# What each qualifier the pass adds must show in nvdisasm's opcode (OPTIMIZATIONS.md's table); None: nothing visible.
+SASS_MODIFIER: dict[str, str | None] = {
+    "nc": "CONSTANT",
+    "L1::no_allocate": "NA",
+    "L2::256B": "LTC256B",
+    "cs": "EF",
+    "L2::cache_hint": None,
+}
+# Modifiers that make an access ordered or scoped: such an access must stay coherent.
+COHERENT = frozenset(("volatile", "relaxed", "acquire", "release", "sc", "mmio", "cta", "gpu", "sys", "cluster"))
+# Cache operators an author already chose (`.nc` is not one: hints may still be added beside it).
+CACHE_OPERATORS = frozenset(("ca", "cg", "cs", "lu", "cv", "wb", "wt"))
+SYNC_FAMILIES = frozenset(("fence", "membar"))
+STORE_HINTS = ("cs", "L1::no_allocate")
+
+# Canonical position of each modifier class in `ld/st{.weak}{.ss}{.nc}{.cop}{.L1::}{.L2::evict}{.cache_hint}
+# {.L2::size}{.vec}.type` (PTX ISA, ld and st): a new qualifier goes before the first modifier ranked after it.
+_RANK_PATTERNS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"(weak|volatile|relaxed|acquire|release|sc|mmio|cta|gpu|sys|cluster)$"), 0),
+    (re.compile(r"(global|shared.*|local|const|param.*)$"), 1),
+    (re.compile(r"nc$"), 2),
+    (re.compile(r"(ca|cg|cs|lu|cv|wb|wt)$"), 3),
+    (re.compile(r"L1::.*"), 4),
+    (re.compile(r"L2::evict_.*"), 5),
+    (re.compile(r"L2::cache_hint$"), 6),
+    (re.compile(r"L2::\d+B$"), 7),
+    (re.compile(r"v\d+$"), 8),
+)
+_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+_TYPE = re.compile(r"[bufs](8|16|32|64|128)$|f16x2$|bf16x2$")
+_REGISTER = re.compile(r"%[A-Za-z_$][\w$]*(?:#\d+)?")
+_GRID = ("%nctaid", "%ntid")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy switched on or off, and the kernels it applies to (globs on the PTX name; empty include: all)."""
+
+    enabled: bool
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def applies(self, kernel: str) -> bool:
+        matches = lambda globs: any(fnmatch.fnmatchcase(kernel, g) for g in globs)  # noqa: E731
+        return self.enabled and (not self.include or matches(self.include)) and not matches(self.exclude)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The pass's policies; `noalias` names kernels whose pointer parameters the user declares alias-free
+    (`__restrict__`), and `store_hint` picks `cs` or `L1::no_allocate` for write-once stores."""
+
+    readonly: Policy = Policy(True)
+    streaming: Policy = Policy(True)
+    stores: Policy = Policy(True)
+    l2_evict_first: Policy = Policy(False)
+    unsafe_volatile_nc: Policy = Policy(False)
+    noalias: tuple[str, ...] = ()
+    store_hint: str = "cs"
+
+    def alias_free(self, kernel: str) -> bool:
+        return any(fnmatch.fnmatchcase(kernel, g) for g in self.noalias)
+
+
+POLICIES = ("readonly", "streaming", "stores", "l2_evict_first", "unsafe_volatile_nc")
+UNSAFE_WARNING = (
+    "--unsafe-volatile-nc rewrote {kernel}:{line} `{before}` to a non-coherent load: this is OUTSIDE the PTX memory "
+    "model (DeepEP's trick, 'tested to be correct on Hopper'), correct only if the data is complete before the load"
+)
+
+
+def _rank(modifier: str) -> int:
+    return next((rank for pattern, rank in _RANK_PATTERNS if pattern.match(modifier)), 9)
+
+
+def with_modifier(instr: ast.Instruction, modifier: str) -> ast.Instruction:
+    """The instruction with one more modifier, placed where the PTX grammar wants it."""
+    mods = list(instr.modifiers)
+    at = next((k for k, m in enumerate(mods) if _rank(m) > _rank(modifier)), len(mods))
+    mods.insert(at, modifier)
+    return replace(instr, modifiers=tuple(mods))
+
+
+def access_bytes(instr: ast.Instruction) -> int:
+    """Bytes one thread moves with this load or store (vector width times element size)."""
+    vector = next((int(m[1:]) for m in instr.modifiers if re.fullmatch(r"v\d+", m)), 1)
+    element = next((m for m in reversed(instr.modifiers) if _TYPE.match(m)), "b32")
+    size = 4 if element.endswith("x2") else _TYPE_BYTES[_TYPE.match(element)[1]]
+    return vector * size
+
+
+# ---------------------------------------------------------------- offsets
+
+
+def _terms(offset: str) -> tuple[dict[str, int], int]:
+    """`16*%tid.x + 16*(%ctaid.x)*(%ntid.x) + 512` -> ({symbol: coefficient}, constant), splitting at top level."""
+    parts, depth, start, signs = [], 0, 0, [1]
+    for k, ch in enumerate(offset):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and offset[k : k + 3] in (" + ", " - "):
+            parts.append(offset[start:k])
+            signs.append(1 if offset[k + 1] == "+" else -1)
+            start = k + 3
+    parts.append(offset[start:])
+    terms: dict[str, int] = {}
+    const = 0
+    for sign, part in zip(signs, parts, strict=True):
+        part = part.strip()
+        if re.fullmatch(r"-?\d+", part):
+            const += sign * int(part)
+            continue
+        head, star, rest = part.partition("*")
+        if star and re.fullmatch(r"-?\d+", head):
+            terms[rest] = terms.get(rest, 0) + sign * int(head)
+        else:
+            terms[part] = terms.get(part, 0) + sign
+    return terms, const
+
+
+@dataclass
+class _Kernel:
+    """What the decisions of one kernel stand on."""
+
+    function: ast.Function
+    cfg: CFG
+    facts: MemoryFacts
+    synchronizes: bool
+    alias_free: bool
+    defs: dict[str, list[ast.Instruction]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _Kernel:
+    cfg = build_cfg(function)
+    facts = memory_facts(module, function, cfg)
+    synchronizes = any(
+        COHERENT & set(o.instruction.modifiers) - {"cta"} or isa.family(o.instruction) in SYNC_FAMILIES
+        for o in cfg.linear.ops
+        if isa.find(o.instruction) is not None
+    )
+    defs: dict[str, list[ast.Instruction]] = {}
+    for o in cfg.linear.ops:
+        for key in o.defs:
+            defs.setdefault(key, []).append(o.instruction)
+    return _Kernel(function, cfg, facts, synchronizes, settings.alias_free(function.name), defs)
+
+
+def _grid_sized(k: _Kernel, register: str, depth: int = 0) -> bool:
+    """Whether a register is a product of `%nctaid`/`%ntid` and constants: a grid- or block-stride."""
+    found = k.defs.get(register, [])
+    if depth > 8 or len(found) != 1:
+        return False
+    instr = found[0]
+    family = isa.family(instr)
+    sources = [op for op, role in isa.operand_roles(instr) if role is Role.USE]
+    if family in ("mov", "cvt") and len(sources) == 1 and isinstance(sources[0], ast.Name):
+        text = sources[0].text
+        return text.startswith(_GRID) or _grid_sized(k, text, depth + 1)
+    if family in ("mul", "shl") and "hi" not in instr.modifiers:
+        grid = [
+            isinstance(s, ast.Name) and (s.text.startswith(_GRID) or _grid_sized(k, s.text, depth + 1)) for s in sources
+        ]
+        constants = [isinstance(s, ast.Immediate) for s in sources]
+        return any(grid) and all(g or c for g, c in zip(grid, constants, strict=True))
+    return False
+
+
+def _streaming(k: _Kernel, a: MemoryAccess, width: int) -> str | None:
+    """Why an access touches each line once per warp and moves on (None: not provably so)."""
+    terms, _ = _terms(a.offset)
+    partitioned = any("%ctaid" in t for t in terms)
+    if a.loop is not None:
+        if a.stride is not None:
+            moves = abs(a.stride) >= LINE_BYTES and partitioned
+            return f"streaming: moves {a.stride} bytes per trip of its loop, split by block" if moves else None
+        expr = a.stride_expr or ""
+        registers = _REGISTER.findall(expr)
+        grid = expr and not re.search(r" [+-] ", expr) and registers and all(_grid_sized(k, r) for r in registers)
+        return f"streaming: grid-stride loop (stride {expr} bytes, %nctaid x %ntid)" if grid else None
+    lane = terms.get("%tid.x", 0)
+    if lane == width and 32 * width >= LINE_BYTES and partitioned:
+        return f"streaming: one {width}-byte element per thread, {32 * width} bytes per warp, split by block"
+    return None
+
+
+def _wide(a: MemoryAccess, width: int) -> bool:
+    """Consecutive lanes read consecutive elements and a warp covers a 256-byte span."""
+    terms, _ = _terms(a.offset)
+    return terms.get("%tid.x", 0) == width and 32 * width >= WIDE_BYTES
+
+
+def _touched_once(k: _Kernel, a: MemoryAccess, width: int) -> bool:
+    """No other access through the same pointer may land on the lines this warp touches (no load-then-store, no
+    stencil neighbours): another access is provably elsewhere only when it differs by a whole warp footprint or
+    more with the same symbolic terms, or by multiples of the grid size (`%nctaid`: an unrolled grid-stride loop)."""
+    terms, const = _terms(a.offset)
+    for other in k.facts.accesses:
+        if other.op == a.op or other.base != a.base:
+            continue
+        other_terms, other_const = _terms(other.offset)
+        differ = {t for t in terms.keys() | other_terms.keys() if terms.get(t, 0) != other_terms.get(t, 0)}
+        if differ and not all("%nctaid" in t for t in differ):
+            return False
+        if not differ and abs(other_const - const) < 32 * width:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- decisions
+
+
+@dataclass
+class _Plan:
+    """Qualifiers wanted on one instruction, each with its reason, and qualifiers turned down."""
+
+    add: list[tuple[str, str]] = field(default_factory=list)
+    remove: tuple[str, ...] = ()
+    skips: list[str] = field(default_factory=list)
+    unsafe: bool = False
+
+
+def _plan_load(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Settings) -> _Plan:
+    plan = _Plan()
+    mods = set(instr.modifiers)
+    facts = k.facts
+    written_here = a.param is not None and a.param in facts.written_params
+    if mods & COHERENT:
+        if settings.unsafe_volatile_nc.applies(k.name) and mods & COHERENT == {"volatile"}:
+            return _plan_unsafe(k, a, written_here)
+        plan.skips.append("ordered/volatile/scoped load: stays coherent")
+        return plan
+    if mods & CACHE_OPERATORS:
+        plan.skips.append(f"has cache operator .{sorted(mods & CACHE_OPERATORS)[0]} (the author's choice)")
+        return plan
+    if a.param is None:
+        plan.skips.append(f"pointer of unknown origin ({a.base}): not provably safe")
+        return plan
+    if written_here:
+        plan.skips.append(f"the kernel writes {a.param}: the load stays coherent")
+        return plan
+    width = access_bytes(instr)
+    if settings.readonly.applies(k.name) and "nc" not in mods:
+        others = sorted(facts.written_params)
+        if facts.unknown_writes:
+            plan.skips.append(".nc: the kernel writes through pointers of unknown origin")
+        elif k.synchronizes:
+            plan.skips.append(".nc: the kernel synchronizes through memory; other agents may produce this data")
+        elif others and not k.alias_free:
+            plan.skips.append(
+                f".nc: the kernel writes through {', '.join(others)}, which may alias {a.param} "
+                f"(declare the pointers alias-free with --noalias {k.name})"
+            )
+        else:
+            why = "no pointer is written" if not others else "pointers declared alias-free"
+            plan.add.append(("nc", f"read-only: {a.param} is never written in the kernel ({why})"))
+    streaming = _streaming(k, a, width) if _touched_once(k, a, width) else None
+    if settings.streaming.applies(k.name) and streaming:
+        if not any(m.startswith("L1::") for m in mods):
+            plan.add.append(("L1::no_allocate", streaming))
+        if _wide(a, width) and not any(re.fullmatch(r"L2::\d+B", m) for m in mods):
+            plan.add.append(("L2::256B", f"wide sequential: 32 lanes x {width} bytes contiguous"))
+    if settings.l2_evict_first.applies(k.name) and streaming and not any(m.startswith("L2::") for m in mods):
+        plan.add.append(("L2::cache_hint", f"{streaming}; L2 evict_first policy"))
+    return plan
+
+
+def _plan_unsafe(k: _Kernel, a: MemoryAccess, written_here: bool) -> _Plan:
+    plan = _Plan()
+    polled = a.loop is not None and (a.stride == 0 or (a.stride is None and not a.stride_expr))
+    if a.param is None or written_here or polled:
+        why = "a poll of a flag" if polled else "data the kernel itself writes" if written_here else "unknown pointer"
+        plan.skips.append(f"--unsafe-volatile-nc: not applied to {why}")
+        return plan
+    plan.remove, plan.unsafe = ("volatile",), True
+    reason = "UNSAFE (--unsafe-volatile-nc): non-coherent read of data other agents write, outside the memory model"
+    plan.add = [("nc", reason), ("L1::no_allocate", reason), ("L2::256B", reason)]
+    return plan
+
+
+def _plan_store(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Settings) -> _Plan:
+    plan = _Plan()
+    mods = set(instr.modifiers)
+    if mods & COHERENT:
+        plan.skips.append("ordered/scoped store: left as written")
+        return plan
+    if mods & CACHE_OPERATORS or any(m.startswith("L1::") for m in mods):
+        plan.skips.append("already has a cache operator or eviction hint (the author's choice)")
+        return plan
+    if a.param is None:
+        plan.skips.append(f"pointer of unknown origin ({a.base}): not provably safe")
+        return plan
+    width = access_bytes(instr)
+    if not _touched_once(k, a, width):
+        plan.skips.append("not write-once: the kernel reads or writes these lines again")
+        return plan
+    streaming = _streaming(k, a, width)
+    if settings.stores.applies(k.name) and streaming:
+        plan.add.append((settings.store_hint, f"write-once: {streaming}"))
+    if settings.l2_evict_first.applies(k.name) and streaming and not any(m.startswith("L2::") for m in mods):
+        plan.add.append(("L2::cache_hint", f"write-once: {streaming}; L2 evict_first policy"))
+    return plan
+
+
+# ---------------------------------------------------------------- legality and the tree
+
+
+def _unmet(module: ast.Module, before: ast.Instruction, after: ast.Instruction) -> isa.Requirement | None:
+    """A requirement the new instruction has that the file's .version/.target do not meet (and the old one met)."""
+    version = isa.version(module.version or "") or (0, 0)
+    targets = tuple(t for t in map(Target.parse, module.targets) if t is not None)
+    old = {r.what for r in isa.requirements(before)}
+    return next(
+        (r for r in isa.requirements(after) if r.what not in old and not isa.satisfied(r.needs, version, targets)),
+        None,
+    )
+
+
+def _apply(module: ast.Module, k: _Kernel, instr: ast.Instruction, plan: _Plan, report: PassReport) -> ast.Instruction:
+    """The rewritten instruction (qualifiers the file's version cannot take are skipped and reported)."""
+    new = replace(instr, modifiers=tuple(m for m in instr.modifiers if m not in plan.remove))
+    reasons, promised = [], []
+    for qualifier, reason in plan.add:
+        candidate = with_modifier(new, qualifier)
+        if qualifier == "L2::cache_hint":
+            candidate = replace(candidate, operands=(*candidate.operands, ast.Name(POLICY_REGISTER)))
+        unmet = _unmet(module, instr, candidate)
+        if unmet is not None:
+            needs = " or ".join(str(n) for n in unmet.needs)
+            report.skipped.append(Skip(k.name, instr.line, instr.mnemonic, f".{qualifier}: needs {needs}"))
+            continue
+        new = candidate
+        reasons.append(f".{qualifier}: {reason}")
+        if SASS_MODIFIER[qualifier]:
+            promised.append(SASS_MODIFIER[qualifier])
+    if new == instr:
+        return instr
+    report.rewrites.append(Rewrite(k.name, instr.line, instr.mnemonic, new.mnemonic, tuple(reasons), tuple(promised)))
+    if plan.unsafe:
+        report.warnings.append(UNSAFE_WARNING.format(kernel=k.name, line=instr.line, before=instr.mnemonic))
+    return new
+
+
+def _replace(block: ast.Block, new: dict[int, ast.Instruction]) -> ast.Block:
+    statements = tuple(
+        new.get(id(s), s) if isinstance(s, ast.Instruction) else _replace(s, new) if isinstance(s, ast.Block) else s
+        for s in block.statements
+    )
+    return replace(block, statements=statements)
+
+
+_CREATE_POLICY = ast.Instruction(
+    "createpolicy", ("fractional", "L2::evict_first", "b64"), (ast.Name(POLICY_REGISTER), ast.Immediate("1.0"))
+)
+
+
+def _with_policy(body: ast.Block) -> ast.Block:
+    """The body with the evict_first policy register declared and created first (once: run again, unchanged)."""
+    if any(isinstance(n, ast.Declarator) and n.name == POLICY_REGISTER for n in ast.walk(body)):
+        return body
+    declare = ast.Declaration((ast.Attribute(".reg"), ast.Attribute(".b64")), (ast.Declarator(POLICY_REGISTER),))
+    at = next((n for n, s in enumerate(body.statements) if not isinstance(s, ast.Declaration)), len(body.statements))
+    return replace(body, statements=(*body.statements[:at], declare, _CREATE_POLICY, *body.statements[at:]))
+
+
+def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settings, report: PassReport) -> ast.Function:
+    k = _kernel(module, function, settings)
+    unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY)
+    if settings.l2_evict_first.applies(k.name) and unmet is not None:
+        needs = " or ".join(str(n) for n in unmet.needs)
+        report.skipped.append(Skip(k.name, function.line, "createpolicy", f"L2 evict_first policy: needs {needs}"))
+        settings = replace(settings, l2_evict_first=Policy(False))
+    planners = {"ld": _plan_load, "st": _plan_store}
+    new: dict[int, ast.Instruction] = {}
+    for a in k.facts.accesses:
+        instr = k.cfg.linear.ops[a.op].instruction
+        planner = planners.get(instr.opcode)
+        if planner is None or a.space != "global" or id(instr) in new:
+            continue
+        plan = planner(k, a, instr, settings)
+        report.skipped.extend(Skip(k.name, instr.line, instr.mnemonic, why) for why in plan.skips)
+        if plan.add:
+            rewritten = _apply(module, k, instr, plan, report)
+            if rewritten is not instr:
+                new[id(instr)] = rewritten
+    if not new:
+        return function
+    body = _replace(function.body, new)
+    if any(ast.Name(POLICY_REGISTER) in i.operands for i in new.values()):
+        body = _with_policy(body)
+        report.inserted.append(k.name)
+    return replace(function, body=body)
+
+
+def cache_operators(module: ast.Module, settings: Settings | None = None) -> tuple[ast.Module, PassReport]:
+    """Add cache operators to the global loads and stores of every kernel where they are provably safe."""
+    settings = settings or Settings()
+    report = PassReport(NAME, sass_may_change=POLICY_SASS)
+    items = tuple(
+        _rewrite_kernel(module, item, settings, report)
+        if isinstance(item, ast.Function) and item.is_kernel and item.body is not None
+        else item
+        for item in module.items
+    )
+    return (module if items == module.items else replace(module, items=items)), report

@@ -1,0 +1,68 @@
+"""What a pass says it did: each rewritten instruction with its reason and the SASS it promises, each candidate it
+left alone and why, and warnings a user must see (the service verifies the promises against nvdisasm)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """One instruction changed: where (kernel, input line), the mnemonic before and after, why, and the modifiers
+    every SASS memory instruction made from it must carry afterwards (`NA`, `LTC256B`, `CONSTANT`, `EF`)."""
+
+    kernel: str
+    line: int
+    before: str
+    after: str
+    reasons: tuple[str, ...]
+    sass: tuple[str, ...] = ()
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "line": self.line,
+            "before": self.before,
+            "after": self.after,
+            "reasons": list(self.reasons),
+            "sass": list(self.sass),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A qualifier a policy wanted on an instruction but did not add, and why (unsafe, or the file is too old)."""
+
+    kernel: str
+    line: int
+    mnemonic: str
+    reason: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "line": self.line, "mnemonic": self.mnemonic, "reason": self.reason}
+
+
+@dataclass
+class PassReport:
+    """Everything one pass did to one module. `inserted` names the kernels where the pass added instructions of its
+    own, and `sass_may_change` the SASS mnemonics those may add or replace there (createpolicy's descriptor)."""
+
+    name: str
+    rewrites: list[Rewrite] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    inserted: list[str] = field(default_factory=list)
+    sass_may_change: frozenset[str] = frozenset()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.rewrites)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "pass": self.name,
+            "rewrites": [r.to_data() for r in self.rewrites],
+            "skipped": [s.to_data() for s in self.skipped],
+            "warnings": list(self.warnings),
+        }
