@@ -78,6 +78,8 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
     for node in _statements(module):
         if isinstance(node, ast.Declaration) and any(isinstance(n, ast.Mask) for n in ast.walk(node)):
             found.append(("mask_initializer", node.line, node.column))
+        if isinstance(node, ast.Declaration) and node.has(".b128"):
+            found.append(("b128_declaration", node.line, node.column))
         elif isinstance(node, ast.Directive) and node.word == ".loc":
             if any(g and isinstance(g[0], ast.Name) and g[0].text == "inlined_at" for g in node.args):
                 found.append(("inlined_at", node.line, node.column))

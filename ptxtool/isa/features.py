@@ -23,6 +23,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     *((scope, ("atom", "red"), "5.0 sm_60") for scope in ("cta", "gpu", "sys")),
     ("cluster", (), "7.8 sm_90"),
     ("mmio", ("ld", "st"), "8.2 sm_70"),
+    ("alias", ("fence",), "7.5 sm_70"),
     ("shared::cluster", (), "7.8 sm_90"),
     ("shared::cta", (), "7.8 sm_10"),
     # cache and eviction hints
@@ -72,7 +73,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("expect_tx", ("mbarrier.arrive",), "8.0 sm_90"),
     ("parity", ("mbarrier.test_wait",), "7.1 sm_80"),
     ("release", ("mbarrier.arrive", "mbarrier.arrive_drop"), "8.0 sm_90"),
-    ("relaxed", ("mbarrier",), "8.6 sm_90"),
+    ("relaxed", ("mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.test_wait", "mbarrier.try_wait"), "8.6 sm_90"),
     ("mbarrier::complete_tx::bytes", (), "8.0 sm_90"),
     ("bulk_group", (), "8.0 sm_90"),
     ("multicast::cluster", (), "8.0 sm_90"),
@@ -131,6 +132,7 @@ CONSTRUCTS: dict[str, Feature] = {
         ("inlined_at", "line information of inlined functions (.loc ... inlined_at)", "7.0 sm_10"),
         ("section_label", "a label inside a .section", "7.0 sm_10"),
         ("mask_initializer", "a mask operator in an initializer", "7.1 sm_10"),
+        ("b128_declaration", "a .b128 declaration", "8.3 sm_10"),
     )
 }
 
