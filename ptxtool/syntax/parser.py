@@ -434,7 +434,7 @@ def grammar_text() -> str:
 def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     """Lark compiles the grammar into LALR tables and node builders (once per process); we run them."""
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer="basic", maybe_placeholders=False)
+    lark = Lark(grammar_text(), parser="lalr", lexer="basic", maybe_placeholders=False, cache=True)
     spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
     return Driver(lark, build), PtxLexer(lark.lexer_conf), build, spellings
 
