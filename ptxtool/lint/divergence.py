@@ -21,6 +21,11 @@ def _reads_thread_special(op: Op) -> bool:
     )
 
 
+def guard(op: Op) -> str | None:
+    """The register key of an op's guard predicate (the Linear form lists it last among the uses)."""
+    return op.uses[-1] if op.guarded and op.uses else None
+
+
 def thread_dependent(linear: Linear) -> set[str]:
     """Register keys whose value may differ between threads: defined from %tid/%laneid, a per-thread result
     (atom, elect.sync), or another such register (loads through such an address included). Flow-insensitive."""

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from ptxtool import isa
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import divergent_region, post_dominators, thread_dependent
+from ptxtool.lint.divergence import divergent_region, guard, post_dominators, thread_dependent
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
@@ -50,10 +50,9 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
         if not barriers:
             continue
         varying = thread_dependent(cfg.linear)
-        guard_key = {op.index: next((u for u in op.uses[-1:] if op.guarded), None) for op in ops if op.guarded}
         reported: set[int] = set()
         for op in barriers:
-            if op.guarded and guard_key[op.index] in varying:
+            if guard(op) in varying:
                 reported.add(op.index)
                 predicate = op.instruction.guard.predicate.text
                 yield Hit(
@@ -64,10 +63,7 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
             for op in ops
             if isa.family(op.instruction) in ("bra", "brx.idx")
             and "uni" not in op.instruction.modifiers
-            and (
-                (op.guarded and guard_key[op.index] in varying)
-                or (op.instruction.opcode == "brx" and varying.intersection(op.uses))
-            )
+            and (guard(op) in varying or (op.instruction.opcode == "brx" and varying.intersection(op.uses)))
         ]
         if not branches:
             continue
@@ -81,10 +77,11 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
                     if op.index in reported:
                         continue
                     reported.add(op.index)
-                    what = branch.instruction.guard.predicate.text if branch.guarded else "a thread-dependent index"
+                    i = branch.instruction
+                    what = i.guard.predicate.text if guard(branch) in varying else f"index {i.operands[0].text}"
                     yield Hit(
                         op.line,
                         op.instruction.column,
-                        f"{op.instruction.mnemonic} reachable by only some threads: branch on {what} "
-                        f"(thread-dependent) at line {branch.line}",
+                        f"{op.instruction.mnemonic} reachable by only some threads: branch on thread-dependent "
+                        f"{what} at line {branch.line}",
                     )

@@ -9,6 +9,7 @@ from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import find_loops
 from ptxtool.lint.context import Context
+from ptxtool.lint.divergence import guard
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
@@ -89,7 +90,7 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
                     if seen.intersection(op.uses) and not seen.issuperset(op.defs):
                         seen.update(op.defs)
                         changed = True
-            exits = [op for op in ops if op.instruction.opcode == "bra" and op.guarded and op.uses[-1] in seen]
+            exits = [op for op in ops if op.instruction.opcode == "bra" and guard(op) in seen]
             if exits and polls[0].index not in reported:
                 load = polls[0]
                 reported.add(load.index)
