@@ -211,3 +211,12 @@ def test_every_register_read_has_a_reaching_write(path):
             if defs == (ENTRY,) and cfg.block_of[op] in cfg.idom:
                 unwritten.append((cfg.linear.ops[op].line, reg))
     assert unwritten == ([(69, "%p3")] if path.name == "rare_syntax.ptx" else [])
+
+
+def test_mapa_of_shared_stays_shared_through_a_nested_scope():
+    """cluster_exchange reads a neighbour block's shared variable: cvta.shared in a `{ .reg .b64 %tmp; }` scope,
+    then mapa, then a generic ld. That is shared memory, so it is no global access and no unknown pointer."""
+    name = "ptx/hopper.sm90a.ptx"
+    facts = memory_facts(module(name), kernel(name, "cluster_exchange"))
+    assert [a.line for a in facts.accesses] == [569, 584, 608]
+    assert {a.base for a in facts.accesses} == {"param:cluster_exchange_param_0"}

@@ -188,6 +188,8 @@ class _Evaluator:
                 return Affine("heap")
         if family in ("mov", "cvta", "cvt") and n == 2:
             return self.operand(op, 1)
+        if family == "mapa" and n == 3 and self.operand(op, 1).base == "shared":
+            return Affine("shared")  # the same variable in another block of the cluster
         if family in ("add", "sub") and n == 3:
             right = self.operand(op, 2)
             return self.operand(op, 1) + (right if family == "add" else right.scale(-1))
