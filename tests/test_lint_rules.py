@@ -114,3 +114,21 @@ def test_ptxas_spills_reported_at_the_kernel() -> None:
 def test_nc_load_of_a_written_parameter_in_a_sample() -> None:
     found = findings(SAMPLES / "constructs.ptx", "PTX006")
     assert [(f.line, "'out'" in f.message) for f in found] == [(134, True)]
+
+
+def test_ptxas_wgmma_warning_at_its_line(tmp_path: Path) -> None:
+    """Reading a wgmma accumulator before wgmma.wait_group makes ptxas inject a wait (C7517) at that line."""
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("ptxas")
+    except EnvironmentProblem:
+        pytest.skip("no ptxas")
+    lines = (SAMPLES / "hopper.sm90a.ptx").read_text().splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("wgmma.mma_async"))
+    lines.insert(at + 1, "\tadd.f32 %f1, %f1, %f2;")
+    path = tmp_path / "early_read.ptx"
+    path.write_text("\n".join(lines) + "\n")
+    found = findings(path, "PTX008")
+    assert [(f.line, "wgmma.wait_group is injected" in f.message) for f in found] == [(at + 2, True)]
