@@ -201,8 +201,9 @@ def test_cuda_sources(tmp_path: Path) -> None:
     )
     result = lint("--no-ptxas", str(header))
     assert result.exit_code == 1
-    assert all(line.startswith(f"{header}:0:0: PTX007 ") for line in result.stdout.splitlines()), result.stdout
-    assert "[generated PTX line" in result.stdout
+    assert ids(result) == [(1, "PTX007"), (3, "PTX007")]  # the kernel's line, the loop that fills the array
+    assert all(line.startswith(f"{header}:") for line in result.stdout.splitlines()), result.stdout
+    assert "[generated PTX line" in result.stdout and "st.local" in result.stdout
 
 
 def test_cuda_sources_without_nvcc(tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def test_parallel_results_keep_input_order() -> None:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="nvcc needs a host C++ compiler")
-def test_cuda_source_file_suppression(tmp_path: Path) -> None:
+def test_cuda_source_suppressions(tmp_path: Path) -> None:
     from ptxtool.errors import EnvironmentProblem
     from ptxtool.toolchain.discover import find_tool
 
@@ -244,9 +245,18 @@ def test_cuda_source_file_suppression(tmp_path: Path) -> None:
     except EnvironmentProblem:
         pytest.skip("no nvcc")
     source = tmp_path / "k.cu"
-    body = "__global__ void pick(int *out, int i) {\n  int a[8];\n  for (int k = 0; k < 8; ++k) a[k] = k * i;\n"
-    source.write_text(body + "  *out = a[threadIdx.x & 7];\n}\n")
-    assert "PTX007" in lint("--no-ptxas", str(source)).stdout
+    lines = [
+        "__global__ void pick(int *out, int i) {",
+        "  int a[8];",
+        "  for (int k = 0; k < 8; ++k) a[k] = k * i;",
+        "  *out = a[threadIdx.x & 7];",
+        "}",
+    ]
+    source.write_text("\n".join(lines) + "\n")
+    assert ids(lint("--no-ptxas", str(source))) == [(1, "PTX007"), (3, "PTX007")]
+    lines[2] += "  // ptxtool: ignore[PTX007]"
+    source.write_text("\n".join(lines) + "\n")
+    assert ids(lint("--no-ptxas", str(source))) == [(1, "PTX007")]
     source.write_text("// ptxtool: ignore-file[PTX007]\n" + source.read_text())
     result = lint("--no-ptxas", str(source))
-    assert "PTX007" not in result.stdout
+    assert result.exit_code == 0 and result.stdout == ""

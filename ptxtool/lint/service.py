@@ -4,13 +4,13 @@ drop what the file's comments suppress, and say what could not be checked (notic
 from __future__ import annotations
 
 import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.lint.context import Context
+from ptxtool.lint.cuda import LineMap, cuda_to_ptx, line_map
 from ptxtool.lint.registry import Rule
 from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
@@ -50,16 +50,9 @@ class FileResult:
 
 def _cuda_source(path: str, settings: Settings) -> Source | None:
     """PTX from a .cu/.cuh file with nvcc, or None (a notice) when nvcc is missing or cannot run, unless required."""
-    from ptxtool.toolchain.compile import cuda_to_ptx
-
     if not Path(path).is_file():
         raise InputError.at(path, "no such file")
     try:
-        if path.endswith(".cuh"):  # a header: compile a unit that includes it
-            with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
-                unit = Path(tmp) / (Path(path).stem + ".cu")
-                unit.write_text(f'#include "{Path(path).resolve()}"\n')
-                return Source(path, cuda_to_ptx(str(unit), settings.arch))
         return Source(path, cuda_to_ptx(path, settings.arch))
     except EnvironmentProblem:
         if settings.require_nvcc:
@@ -87,17 +80,18 @@ def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, resu
     return None
 
 
-def _run(r: Rule, ctx: Context, settings: Settings, path: str, lines: list[str] | None) -> list[Finding]:
+def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineMap, list[str]] | None) -> list[Finding]:
     ctx.options = options_for(settings, r)
     severity = severity_for(settings, r)
     out = []
     for hit in r.check(ctx):
-        if lines is None:
+        if cuda is None:
             out.append(Finding(path, hit.line, hit.column, r.id, r.name, severity, hit.message))
-        else:  # generated PTX: no line of the user's file to point at
-            text = lines[hit.line - 1].strip() if 0 < hit.line <= len(lines) else ""
-            message = f"{hit.message} [generated PTX line {hit.line}: {text}]" if text else hit.message
-            out.append(Finding(path, 0, 0, r.id, r.name, severity, message))
+            continue
+        lines, text = cuda[0].find(hit.line), cuda[1]  # generated PTX: point into the CUDA file, quote the PTX
+        ptx = text[hit.line - 1].strip() if 0 < hit.line <= len(text) else ""
+        message = f"{hit.message} [generated PTX line {hit.line}: {ptx}]" if ptx else hit.message
+        out.append(Finding(path, *lines, r.id, r.name, severity, message))
     return out
 
 
@@ -118,7 +112,7 @@ def lint_file(path: str, settings: Settings) -> FileResult:
         return result
     rules = active_rules(settings)
     ctx = Context(module)
-    lines = source.text.splitlines() if generated else None
+    lines = (line_map(module, path), source.text.splitlines()) if generated else None
     for r in rules:
         if r.needs_ptxas:
             continue

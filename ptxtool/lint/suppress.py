@@ -1,6 +1,6 @@
 """Inline suppressions: `// ptxtool: ignore[PTX002]` on a statement's line silences those rules there (bare
 `ignore` silences every rule on that line); `// ptxtool: ignore-file[PTX007]` anywhere silences them in the file.
-A CUDA source can only hold the file-wide form: its findings point into PTX that nvcc generated."""
+A CUDA source holds them in its own `//` comments, on the CUDA line a finding points at."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def suppressions(module: ast.Module) -> Suppressions:
 
 
 def cuda_suppressions(text: str) -> Suppressions:
-    """The `// ptxtool: ignore-file[...]` comments of a CUDA source (searched in its `//` comments)."""
+    """The suppression comments of a CUDA source: `ignore[...]` in a `//` comment on a line, `ignore-file[...]`."""
     found = Suppressions()
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         _, slashes, comment = line.partition("//")
-        if slashes:
-            found.file |= {i for kind, ids in _ids(comment) if kind == "ignore-file" for i in ids}
+        for kind, ids in _ids(comment) if slashes else ():
+            (found.file if kind == "ignore-file" else found.lines.setdefault(number, set())).update(ids)
     return found

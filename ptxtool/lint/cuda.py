@@ -1,0 +1,81 @@
+"""CUDA sources for lint: PTX from nvcc with line info, and the map from a line of that PTX back to the line of the
+user's `.cu`/`.cuh` file (its `.loc` directives), so that findings and suppressions point into the user's own code."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptxtool.syntax import ast
+
+_APPEND = "NVCC_APPEND_FLAGS"  # nvcc adds these to its command line (cuda_to_ptx takes no options of its own)
+
+
+@contextmanager
+def _lineinfo() -> Iterator[None]:
+    before = os.environ.get(_APPEND)
+    os.environ[_APPEND] = f"{before} -lineinfo" if before else "-lineinfo"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[_APPEND]
+        else:
+            os.environ[_APPEND] = before
+
+
+def cuda_to_ptx(path: str, arch: str | None) -> str:
+    """PTX with `.loc` line info for a .cu file, or a .cuh header through a unit that includes it."""
+    from ptxtool.toolchain.compile import cuda_to_ptx as compile_cuda
+
+    with _lineinfo():
+        if not path.endswith(".cuh"):
+            return compile_cuda(path, arch)
+        with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+            unit = Path(tmp) / (Path(path).stem + ".cu")
+            unit.write_text(f'#include "{Path(path).resolve()}"\n')
+            return compile_cuda(str(unit), arch)
+
+
+@dataclass(frozen=True)
+class LineMap:
+    """Per function with a body: its PTX line span and its `.loc` marks (PTX line, CUDA line, column), sorted."""
+
+    spans: tuple[tuple[int, int, tuple[tuple[int, int, int], ...]], ...]
+
+    def find(self, ptx_line: int) -> tuple[int, int]:
+        """The CUDA (line, column) of a PTX line: the last mark at or before it in its function, else the function's
+        first mark; (0, 0) when the line has none (outside functions, or code from other files only)."""
+        for start, end, marks in self.spans:
+            if start <= ptx_line <= end and marks:
+                at = bisect_right([m[0] for m in marks], ptx_line) - 1
+                _, line, column = marks[max(at, 0)]
+                return line, column
+        return 0, 0
+
+
+def line_map(module: ast.Module, path: str) -> LineMap:
+    """The map from the PTX nvcc made of `path` back to `path` itself (marks of included files are left out)."""
+    target = Path(path).resolve()
+    mine = {
+        int(d.args[0][0].value)
+        for d in module.items
+        if isinstance(d, ast.Directive) and d.word == ".file" and len(d.args[0]) > 1
+        if isinstance(d.args[0][0], ast.Immediate) and Path(d.args[0][1].text.strip('"')).resolve() == target
+    }
+    spans = []
+    for function in module.functions:
+        if function.body is None:
+            continue
+        marks = sorted(
+            (d.line, int(d.args[0][1].value), int(d.args[0][2].value) if len(d.args[0]) > 2 else 0)
+            for d in ast.walk(function.body)
+            if isinstance(d, ast.Directive) and d.word == ".loc" and int(d.args[0][0].value) in mine
+        )
+        spans.append((function.line, function.body.end_line, tuple(marks)))
+    return LineMap(tuple(spans))
