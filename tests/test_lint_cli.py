@@ -260,3 +260,19 @@ def test_cuda_source_suppressions(tmp_path: Path) -> None:
     source.write_text("// ptxtool: ignore-file[PTX007]\n" + source.read_text())
     result = lint("--no-ptxas", str(source))
     assert result.exit_code == 0 and result.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="nvcc needs a host C++ compiler")
+def test_cuda_header_errors_point_into_the_header(tmp_path: Path) -> None:
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("nvcc")
+    except EnvironmentProblem:
+        pytest.skip("no nvcc")
+    header = tmp_path / "bad.cuh"
+    header.write_text("__global__ void k(int *p) {\n  p[0] = undefined_thing;\n}\n")
+    result = lint(str(header))
+    assert result.exit_code == 2
+    assert f'{header}:2: error: nvcc: identifier "undefined_thing" is undefined' in result.stderr

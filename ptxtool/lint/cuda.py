@@ -8,9 +8,10 @@ import tempfile
 from bisect import bisect_right
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ptxtool.errors import InputError, Location
 from ptxtool.syntax import ast
 
 _APPEND = "NVCC_APPEND_FLAGS"  # nvcc adds these to its command line (cuda_to_ptx takes no options of its own)
@@ -39,7 +40,20 @@ def cuda_to_ptx(path: str, arch: str | None) -> str:
         with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
             unit = Path(tmp) / (Path(path).stem + ".cu")
             unit.write_text(f'#include "{Path(path).resolve()}"\n')
-            return compile_cuda(str(unit), arch)
+            try:
+                return compile_cuda(str(unit), arch)
+            except InputError as error:  # nvcc names the header's lines; say they are the header's
+                lines = Path(path).read_text(errors="replace").splitlines()
+                raise InputError(
+                    [
+                        replace(d, location=Location(path, d.location.line, 0, _line(lines, d.location.line)))
+                        for d in error.diagnostics
+                    ]
+                ) from None
+
+
+def _line(lines: list[str], number: int) -> str:
+    return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
 @dataclass(frozen=True)
