@@ -28,7 +28,7 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
 
     `setmaxnreg.inc/.dec.sync.aligned.u32 N` changes the registers of each thread of a warpgroup. Reported:
     - N not a multiple of 8, or outside [24, 256] (options `min-registers`, `max-registers`): ptxas rejects it;
-    - the kernel has neither `.maxnreg` nor both `.maxntid` and `.minnctapersm`: ptxas cannot fix the starting
+    - the kernel has neither `.maxnreg` nor `.minnctapersm` with `.maxntid` or `.reqntid`: ptxas cannot fix the starting
       register count and ignores every setmaxnreg (warning "'setmaxnreg' ignored");
     - the counts exceed the register file a CTA may use (option `register-file`, 65536 per SM, divided by
       `.minnctapersm`): the estimate assumes the warp-specialized layout, one warpgroup running the smallest `.dec`
@@ -53,16 +53,18 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
             continue
         directives = {d.word: [int(v.value) for v in d.values] for d in function.directives}
         first = uses[0]
-        if ".maxnreg" not in directives and not {".maxntid", ".minnctapersm"} <= directives.keys():
+        threads = directives.get(".reqntid") or directives.get(".maxntid")
+        if ".maxnreg" not in directives and not (threads and ".minnctapersm" in directives):
             yield Hit(
                 first.line,
                 first.column,
-                f"setmaxnreg in '{function.name}' without .maxnreg or .maxntid + .minnctapersm: ptxas ignores it",
+                f"setmaxnreg in '{function.name}' without .maxnreg or .maxntid/.reqntid + .minnctapersm: ptxas "
+                "ignores it",
             )
             continue
-        if ".maxntid" not in directives:
+        if not threads:
             continue
-        groups = max(1, prod(directives[".maxntid"]) // WARPGROUP)
+        groups = max(1, prod(threads) // WARPGROUP)
         per_cta = budget // max(1, (directives.get(".minnctapersm") or [1])[0])
         inc = [(n, i) for i in uses if "inc" in i.modifiers and (n := _count(i)) is not None]
         dec = [n for i in uses if "dec" in i.modifiers and (n := _count(i)) is not None]
