@@ -211,8 +211,16 @@ class PerfDirective:
 # ---------------------------------------------------------------- statements (each owns its comments)
 
 
-def _comments() -> tuple[str, ...]:
-    return ()
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """What every statement has besides its syntax: the comments it owns and where it stood (keyword-only fields,
+    after the syntax ones): `leading` comments on lines above it, `trailing` ones on its line."""
+
+    leading: tuple[str, ...] = field(default=(), kw_only=True)
+    trailing: tuple[str, ...] = field(default=(), kw_only=True)
+    line: int = field(default=0, compare=False, kw_only=True)
+    column: int = field(default=0, compare=False, kw_only=True)
+    end_line: int = field(default=0, compare=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,18 +232,13 @@ class Guard:
 
 
 @dataclass(frozen=True, slots=True)
-class Instruction:
+class Instruction(Owner):
     """`@guard opcode.mod.mod operands;` — modifiers in written order, without their dots."""
 
     opcode: str
     modifiers: tuple[str, ...] = ()
     operands: tuple[Operand, ...] = ()
     guard: Guard | None = None
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
     @property
     def mnemonic(self) -> str:
@@ -244,28 +247,18 @@ class Instruction:
 
 
 @dataclass(frozen=True, slots=True)
-class Label:
+class Label(Owner):
     """`name:` — a branch target, or the name of a following `.branchtargets`/`.callprototype`."""
 
     name: str
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
-class Declaration:
+class Declaration(Owner):
     """Variables or registers: `.global .align 4 .u32 table[4] = {...};`, `.reg .b32 %r<10>, %t;`."""
 
     attributes: tuple[Attribute, ...]
     declarators: tuple[Declarator, ...]
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
     def has(self, word: str) -> bool:
         """Whether an attribute such as `.reg` or `.shared` is present."""
@@ -273,7 +266,7 @@ class Declaration:
 
 
 @dataclass(frozen=True, slots=True)
-class Directive:
+class Directive(Owner):
     """A directive of fixed shape: `.version`, `.target`, `.address_size`, `.file`, `.loc`, `.pragma`, `.alias`,
     `.branchtargets`, `.calltargets`, and the data items of a debug section (`.b8 1, 2`).
 
@@ -284,11 +277,6 @@ class Directive:
     word: str
     args: tuple[tuple[Operand | Difference, ...], ...] = ()
     semicolon: bool = False
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,39 +288,29 @@ class Difference:
 
 
 @dataclass(frozen=True, slots=True)
-class CallPrototype:
+class CallPrototype(Owner):
     """`name: .callprototype (.param .b32 _) _ (.param .b32 _);` — the label is the statement before it."""
 
     returns: tuple[Param, ...] | None
     name: str
     params: tuple[Param, ...] | None
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class Block(Owner):
     """`{ statements }`: a function body or a nested scope with its own declarations and labels.
     `footer` holds the comments between the last statement and the closing brace."""
 
     statements: tuple[Statement, ...]
     footer: tuple[str, ...] = ()
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
-    end_column: int = field(default=0, compare=False)
+    end_column: int = field(default=0, compare=False, kw_only=True)
 
 
 Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block
 
 
 @dataclass(frozen=True, slots=True)
-class Function:
+class Function(Owner):
     """`.entry` (a kernel) or `.func`, with parameter lists (None when written without parentheses),
     performance directives, and a body (None for a declaration ending in `;`)."""
 
@@ -343,11 +321,6 @@ class Function:
     params: tuple[Param, ...] | None = None
     directives: tuple[PerfDirective, ...] = ()
     body: Block | None = None
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
     @property
     def is_kernel(self) -> bool:
@@ -355,16 +328,11 @@ class Function:
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
+class Section(Owner):
     """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels."""
 
     name: str
     body: Block
-    leading: tuple[str, ...] = field(default_factory=_comments)
-    trailing: tuple[str, ...] = field(default_factory=_comments)
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
-    end_line: int = field(default=0, compare=False)
 
 
 ModuleItem = Directive | Declaration | Function | Section
