@@ -16,6 +16,13 @@ RULE_IDS = list(all_rules())
 NO_TOOLS = ("PTX008",)  # rules that run ptxas are covered in test_lint_cli.py and below
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PTXTOOL_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 def findings(path: Path, rule: str, **flags) -> list:
     settings = load_settings({}, "test", select=(rule,), **flags)
     result = lint_file(str(path), settings)
@@ -132,3 +139,34 @@ def test_ptxas_wgmma_warning_at_its_line(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     found = findings(path, "PTX008")
     assert [(f.line, "wgmma.wait_group is injected" in f.message) for f in found] == [(at + 2, True)]
+
+
+@pytest.mark.parametrize(
+    "directives",
+    [
+        ".maxntid 384, 1, 1\n.minnctapersm 1",
+        ".reqntid 384, 1, 1\n.minnctapersm 1",
+        ".maxnreg 128",
+        ".maxntid 384, 1, 1",
+        ".reqntid 384, 1, 1",
+        ".minnctapersm 2",
+        "",
+    ],
+)
+def test_setmaxnreg_ignored_exactly_when_ptxas_says_so(tmp_path: Path, directives: str) -> None:
+    """PTX003's 'ptxas ignores it' agrees with ptxas's own C7508 warning (PTX008) for each set of directives."""
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("ptxas")
+    except EnvironmentProblem:
+        pytest.skip("no ptxas")
+    path = tmp_path / "k.ptx"
+    path.write_text(
+        f".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{directives}\n"
+        "{\n\tsetmaxnreg.dec.sync.aligned.u32 40;\n\tret;\n}\n"
+    )
+    ours = any("ptxas ignores it" in f.message for f in findings(path, "PTX003"))
+    theirs = any("'setmaxnreg' ignored" in f.message for f in findings(path, "PTX008"))
+    assert ours == theirs
