@@ -170,3 +170,28 @@ def test_setmaxnreg_ignored_exactly_when_ptxas_says_so(tmp_path: Path, directive
     ours = any("ptxas ignores it" in f.message for f in findings(path, "PTX003"))
     theirs = any("'setmaxnreg' ignored" in f.message for f in findings(path, "PTX008"))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("count", [16, 24, 100, 232, 256, 264])
+def test_setmaxnreg_counts_rejected_exactly_when_ptxas_rejects_them(tmp_path: Path, count: int) -> None:
+    from ptxtool.errors import EnvironmentProblem, InputError
+    from ptxtool.toolchain.compile import compile_ptx
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("ptxas")
+    except EnvironmentProblem:
+        pytest.skip("no ptxas")
+    text = (
+        ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n.maxnreg 256\n"
+        f"{{\n\tsetmaxnreg.inc.sync.aligned.u32 {count};\n\tret;\n}}\n"
+    )
+    path = tmp_path / "k.ptx"
+    path.write_text(text)
+    ours = any("must be a multiple of 8" in f.message for f in findings(path, "PTX003"))
+    try:
+        compile_ptx(text, str(path), "sm_90a")
+        rejected = False
+    except InputError:
+        rejected = True
+    assert ours == rejected
