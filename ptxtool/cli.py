@@ -558,6 +558,11 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON (schema ptxtool.lint/1) on stdout.")
 @click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "note"]),
+    help="The least severity that makes the exit code 1 (default: note, i.e. any finding).",
+)
 @click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @_guarded
 def lint_command(
@@ -571,6 +576,7 @@ def lint_command(
     require_nvcc: bool | None,
     as_json: bool,
     sarif: bool,
+    fail_on: str | None,
     jobs: int | None,
 ) -> None:
     """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
@@ -580,10 +586,12 @@ def lint_command(
     Silence a rule on one statement with `// ptxtool: ignore[ID]` on its line, in a whole file with
     `// ptxtool: ignore-file[ID]`. Defaults come from [tool.ptxtool.lint] in the nearest pyproject.toml
     (select, ignore, ptxas, require-nvcc, arch, and per-rule tables such as [tool.ptxtool.lint.PTX003]).
-    `--explain ID` documents a rule. Exit 0 clean, 1 findings, 2 bad input, 3 a required tool missing.
+    `--explain ID` documents a rule. Exit 0 clean, 1 findings (at least --fail-on's severity), 2 bad input,
+    3 a required tool missing.
     """
     from ptxtool.config import find_pyproject, tool_config
     from ptxtool.lint import all_rules, lint_files, load_settings
+    from ptxtool.lint.settings import fails
 
     rules = all_rules()
     if explain:
@@ -611,6 +619,7 @@ def lint_command(
         ptxas=False if no_ptxas else None,
         require_nvcc=require_nvcc,
         arch=arch,
+        fail_on=fail_on,
     )
     results = lint_files(list(files), settings, jobs)
     findings = [f for r in results for f in r.findings]
@@ -648,7 +657,7 @@ def lint_command(
     )
     if unread:
         sys.exit(EXIT_INPUT)
-    if findings:
+    if any(fails(settings, f.severity) for f in findings):
         sys.exit(EXIT_FOUND)
 
 

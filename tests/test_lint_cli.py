@@ -276,3 +276,17 @@ def test_cuda_header_errors_point_into_the_header(tmp_path: Path) -> None:
     result = lint(str(header))
     assert result.exit_code == 2
     assert f'{header}:2: error: nvcc: identifier "undefined_thing" is undefined' in result.stderr
+
+
+def test_fail_on_sets_the_least_failing_severity(tmp_path: Path) -> None:
+    notes_only = data("PTX005_fires.ptx")
+    assert lint("--no-ptxas", notes_only).exit_code == 1
+    relaxed = lint("--no-ptxas", "--fail-on", "warning", notes_only)
+    assert relaxed.exit_code == 0 and "PTX005 note:" in relaxed.stdout  # still reported
+    assert lint("--no-ptxas", "--fail-on", "warning", data("PTX007_fires.ptx")).exit_code == 1
+    assert lint("--no-ptxas", "--fail-on", "error", data("PTX007_fires.ptx")).exit_code == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.lint]\nfail-on = "error"\n')
+    assert lint("--no-ptxas", data("PTX007_fires.ptx")).exit_code == 0
+    assert lint("--no-ptxas", data("PTX002_fires.ptx")).exit_code == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.lint]\nfail-on = "never"\n')
+    assert lint("--no-ptxas", data("PTX002_fires.ptx")).exit_code == 2

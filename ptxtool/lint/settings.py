@@ -5,6 +5,7 @@ select = ["PTX"]              # ids, id prefixes or rule names; default: every r
 ignore = ["PTX005"]
 ptxas = true                  # false: skip the rules that run ptxas (as --no-ptxas)
 require-nvcc = false          # true: a .cu/.cuh file without nvcc is an error, not a notice
+fail-on = "note"              # the least severity that makes the exit code 1 ("warning": notes only inform)
 arch = "sm_90a"               # target for .cu files and ptxas (default: nvcc's, the module's .target)
 
 [tool.ptxtool.lint.PTX003]    # per-rule options, by id or name; `severity` for every rule
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from ptxtool.errors import InputError
 from ptxtool.lint.registry import SEVERITIES, Rule, all_rules
 
-_GLOBAL_KEYS = {"select": list, "ignore": list, "ptxas": bool, "require-nvcc": bool, "arch": str}
+_GLOBAL_KEYS = {"select": list, "ignore": list, "ptxas": bool, "require-nvcc": bool, "arch": str, "fail-on": str}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Settings:
     ptxas: bool = True
     require_nvcc: bool = False
     arch: str | None = None
+    fail_on: str = "note"
     rule_options: dict[str, dict] = field(default_factory=dict)  # rule id -> options given by the user
 
 
@@ -74,6 +76,7 @@ def load_settings(
     ptxas: bool | None = None,
     require_nvcc: bool | None = None,
     arch: str | None = None,
+    fail_on: str | None = None,
 ) -> Settings:
     """Settings from a `[tool.ptxtool.lint]` table (`where` names it in errors) and flags (empty/None: not given)."""
     for key, kind in _GLOBAL_KEYS.items():
@@ -81,6 +84,9 @@ def load_settings(
             raise InputError.at(where, f"[tool.ptxtool.lint] {key} must be a {kind.__name__}")
     chosen = tuple(select) or tuple(config.get("select", ("PTX",)))
     dropped = tuple(ignore) or tuple(config.get("ignore", ()))
+    fail = fail_on or config.get("fail-on", "note")
+    if fail not in SEVERITIES:
+        raise InputError.at(where, f"[tool.ptxtool.lint] fail-on must be one of {SEVERITIES}")
     _check_tokens(chosen, "--select" if select else where)
     _check_tokens(dropped, "--ignore" if ignore else where)
     return Settings(
@@ -89,6 +95,7 @@ def load_settings(
         config.get("ptxas", True) if ptxas is None else ptxas,
         config.get("require-nvcc", False) if require_nvcc is None else require_nvcc,
         arch or config.get("arch"),
+        fail,
         _rule_options(config, where),
     )
 
@@ -109,3 +116,8 @@ def options_for(settings: Settings, r: Rule) -> dict:
 
 def severity_for(settings: Settings, r: Rule) -> str:
     return settings.rule_options.get(r.id, {}).get("severity", r.severity)
+
+
+def fails(settings: Settings, severity: str) -> bool:
+    """Whether a finding of this severity makes the run fail (exit 1)."""
+    return SEVERITIES.index(severity) <= SEVERITIES.index(settings.fail_on)
