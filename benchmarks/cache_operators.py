@@ -213,33 +213,31 @@ def interference(drv: Driver, folder: Path) -> list[dict]:
     for mib in (24, 40):
         t = torch.randn(mib * MiB // 4, device="cuda")
 
-        def sums(t=t) -> None:
-            for _ in range(20):
-                torch.sum(t)
+        def sums(t=t) -> float:
+            """20 sums queued behind a short spin (so launch gaps count in neither case), timed on their stream."""
+            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            with torch.cuda.stream(sum_stream):
+                torch.cuda._sleep(40_000)  # also lets a copy launched just before occupy its 20 SMs first
+                s0.record(sum_stream)
+                for _ in range(20):
+                    torch.sum(t)
+                s1.record(sum_stream)
+            torch.cuda.synchronize()
+            return s0.elapsed_time(s1)
 
-        with torch.cuda.stream(sum_stream):
-            sums()
-        torch.cuda.synchronize()
+        sums()
         for v in VARIANTS:
             fn = drv.function(folder / f"comm.{v}.ptx", "plain_copy")
             drv.launch(fn, 20, 1024, args, copy_stream)
             torch.cuda.synchronize()
             ratios, copies = [], []
             for _ in range(7):
-                with torch.cuda.stream(sum_stream):
-                    lone = _median_ms(torch, sums, 1, sum_stream)
+                lone = sums()
                 c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 c0.record(copy_stream)
                 drv.launch(fn, 20, 1024, args, copy_stream)
                 c1.record(copy_stream)
-                with torch.cuda.stream(sum_stream):
-                    torch.cuda._sleep(40_000)  # let the copy occupy its 20 SMs first
-                    s0.record(sum_stream)
-                    sums()
-                    s1.record(sum_stream)
-                torch.cuda.synchronize()
-                ratios.append(s0.elapsed_time(s1) / lone)
+                ratios.append(sums() / lone)
                 copies.append(2 * 16 * n4 / c0.elapsed_time(c1) / 1e9)
             rows.append(
                 {
