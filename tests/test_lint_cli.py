@@ -290,3 +290,12 @@ def test_fail_on_sets_the_least_failing_severity(tmp_path: Path) -> None:
     assert lint("--no-ptxas", data("PTX002_fires.ptx")).exit_code == 1
     (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.lint]\nfail-on = "never"\n')
     assert lint("--no-ptxas", data("PTX002_fires.ptx")).exit_code == 2
+
+
+def test_the_settings_example_in_the_docs_is_accepted(tmp_path: Path) -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "lint.md").read_text()
+    example = next(block for block in re.findall(r"```toml\n(.*?)```", docs, re.S) if "[tool.ptxtool.lint]" in block)
+    (tmp_path / "pyproject.toml").write_text(example)
+    result = lint(data("PTX007_fires.ptx"))
+    assert result.exit_code == 1, result.stderr
+    assert [i for _, i in ids(result)] == ["PTX007", "PTX007"]
