@@ -48,8 +48,15 @@ def test_findings_are_lines_on_stdout_and_exit_1() -> None:
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert lines and all(LINE.match(line) for line in lines)
-    assert ids(result) == [(18, "PTX002"), (22, "PTX002"), (25, "PTX002"), (43, "PTX002"), (60, "PTX002")]
-    assert "5 findings (5 errors) in 1 file" in result.stderr
+    assert ids(result) == [
+        (18, "PTX002"),
+        (22, "PTX002"),
+        (23, "PTX002"),
+        (26, "PTX002"),
+        (44, "PTX002"),
+        (61, "PTX002"),
+    ]
+    assert "6 findings (6 errors) in 1 file" in result.stderr
 
 
 def test_clean_files_exit_0() -> None:
@@ -112,12 +119,12 @@ def test_inline_suppressions_survive_fmt(tmp_path: Path) -> None:
     lines[21] = lines[21].replace("// expect PTX002", "// ptxtool: ignore[PTX007, PTX002]")  # line 22
     path = tmp_path / "k.ptx"
     path.write_text("\n".join(lines) + "\n")
-    assert ids(lint("--no-ptxas", str(path))) == [(25, "PTX002"), (43, "PTX002"), (60, "PTX002")]
+    assert ids(lint("--no-ptxas", str(path))) == [(23, "PTX002"), (26, "PTX002"), (44, "PTX002"), (61, "PTX002")]
     assert CliRunner().invoke(main, ["fmt", "--in-place", str(path)]).exit_code == 0
     text = path.read_text()
     assert text != "\n".join(lines) + "\n"  # the formatter did change the layout
     kept = ids(lint("--no-ptxas", str(path)))
-    assert len(kept) == 3 and all(i == "PTX002" for _, i in kept)
+    assert len(kept) == 4 and all(i == "PTX002" for _, i in kept)
     path.write_text("// ptxtool: ignore-file[PTX002]\n" + text)
     result = lint("--no-ptxas", str(path))
     assert result.exit_code == 0 and result.stdout == ""

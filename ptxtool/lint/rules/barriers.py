@@ -18,9 +18,8 @@ def _full_barrier(i: ast.Instruction) -> bool:
     """A CTA-wide wait that every thread must reach: bar.sync/barrier.sync/bar.red without a thread count."""
     if i.opcode not in ("bar", "barrier"):
         return False
-    form = (i.opcode, i.modifiers[0] if i.modifiers else "sync")
-    if form == ("bar", "cta") and len(i.modifiers) > 1:  # bar.cta.sync
-        form = ("bar", i.modifiers[1])
+    words = i.modifiers[1:] if i.modifiers[:1] == ("cta",) else i.modifiers  # bar.cta.sync, barrier.cta.red
+    form = (i.opcode, words[0] if words else "sync")
     plain = _BARRIERS.get(form)
     return plain is not None and len(i.operands) <= plain
 
