@@ -92,7 +92,8 @@ def test_comments_sample_places_each_comment() -> None:
     assert target.trailing == ("// trailing comment on a directive",)
     (function,) = module.functions
     assert function.leading == ("// Leading comment of a kernel.",)
-    assert "// after a performance directive" in function.trailing
+    (maxntid,) = [d for d in function.directives if d.word == ".maxntid"]
+    assert maxntid.trailing == ("// after a performance directive",)  # it stays on the directive's line
     assert function.body.footer == ("// footer comment of the body", "/* and a block one */")
     assert function.body.trailing == ("// after the closing brace",)
     label = next(s for s in function.body.statements if isinstance(s, ast.Label))

@@ -200,14 +200,6 @@ class Param:
     dims: tuple[Operand | None, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class PerfDirective:
-    """A performance directive after a function's parameters: `.maxntid 256, 1, 1`, `.noreturn`."""
-
-    word: str
-    values: tuple[Immediate, ...] = ()
-
-
 # ---------------------------------------------------------------- statements (each owns its comments)
 
 
@@ -221,6 +213,14 @@ class Owner:
     line: int = field(default=0, compare=False, kw_only=True)
     column: int = field(default=0, compare=False, kw_only=True)
     end_line: int = field(default=0, compare=False, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PerfDirective(Owner):
+    """A performance directive after a function's parameters, on a line of its own: `.maxntid 256, 1, 1`."""
+
+    word: str
+    values: tuple[Immediate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,10 @@ def _attach(node, cursor: _Cursor):
     if isinstance(node, ast.Block):
         return _block(node, cursor, cursor.before(node.line, node.column))
     leading = cursor.before(node.line, node.column)
+    if isinstance(node, ast.Function) and node.directives:
+        directives = tuple(_attach(d, cursor) for d in node.directives)
+        if directives != node.directives or any(d.leading or d.trailing for d in directives):
+            node = replace(node, directives=directives)
     if isinstance(node, ast.Function | ast.Section) and node.body is not None:
         header = cursor.before(node.body.line, node.body.column)
         body = _block(node.body, cursor, ())

@@ -312,7 +312,13 @@ class _Build:
         return ast.Param(attrs.node, str(word), dims)
 
     def perf_directive(self, word, *numbers):
-        return ast.PerfDirective(str(word), tuple(self._imm(n) for n in numbers))
+        return ast.PerfDirective(
+            word.value,
+            tuple(self._imm(n) for n in numbers),
+            line=word.line,
+            column=word.column,
+            end_line=self.session.prev_line,
+        )
 
     def block(self, lbrace, *rest):
         rbrace = rest[-1]

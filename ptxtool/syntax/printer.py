@@ -81,7 +81,6 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,
     ast.Param: _param,
-    ast.PerfDirective: _perf,
     ast.Guard: lambda n: ("@!" if n.negated else "@") + n.predicate.text,
 }
 
@@ -145,6 +144,7 @@ LINE: dict[type, Callable[[object], str]] = {
     ast.Declaration: _declaration,
     ast.CallPrototype: _call_prototype,
     ast.Label: _label,
+    ast.PerfDirective: _perf,
 }
 
 
@@ -198,14 +198,17 @@ class _Writer:
         if f.returns is not None:
             head.append(_params(f.returns, False))
         head = " ".join(head) + " " + f.name + _params(f.params, True)
-        lines = [head, *map(_perf, f.directives)]
-        if f.body is None:
-            lines[-1] += ";"
-            self.statement("\n".join(lines), _Trailing(f.trailing), "")
-            return
-        self.lines.extend(lines)
-        self.comments(f.trailing, "")
-        self.block(f.body, 0)
+        end = ";" if f.body is None else ""  # a declaration ends after its last header line
+        if not f.directives:
+            self.statement(head + end, _Trailing(f.trailing), "")
+        else:
+            self.lines.append(head)
+            for d in f.directives[:-1]:
+                self.statement(_perf(d), d, "")
+            self.statement(_perf(f.directives[-1]) + end, f.directives[-1], "")
+            self.comments(f.trailing, "")
+        if f.body is not None:
+            self.block(f.body, 0)
 
     def section(self, s: ast.Section) -> None:
         if s.leading:
