@@ -159,7 +159,9 @@ def test_sarif_document(tmp_path: Path) -> None:
     result = lint("--sarif", "--no-ptxas", data("PTX005_fires.ptx"), data("PTX004_fires.ptx"), str(broken))
     assert result.exit_code == 2
     run = json.loads(result.stdout)["runs"][0]
-    assert {r["id"] for r in run["tool"]["driver"]["rules"]} >= {f"PTX00{n}" for n in range(1, 9)}
+    rules = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+    assert set(rules) >= {f"PTX00{n}" for n in range(1, 9)}
+    assert "nanosleep" in rules["PTX004"]["help"]["text"] and "help" not in rules["input/error"]
     got = [
         (r["ruleId"], r["level"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in run["results"]
     ]

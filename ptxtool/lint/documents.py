@@ -36,4 +36,4 @@ def sarif_document(results: list[FileResult], version: str) -> dict:
         for d in r.errors
     ]
     out += [sarif_result(f.rule, f.severity, f.message, f.path, f.line, f.column) for r in results for f in r.findings]
-    return sarif_log(rules, out, version)
+    return sarif_log(rules, out, version, {r.id: r.doc for r in all_rules().values()})

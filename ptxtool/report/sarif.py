@@ -47,8 +47,16 @@ def sarif_result(rule_id: str, level: str, message: str, path: str, line: int, c
     }
 
 
-def sarif_log(rules: dict[str, str], results: list[dict], version: str) -> dict:
-    """A SARIF 2.1.0 log of one ptxtool run: `rules` maps rule id -> short description (used by inspect and lint)."""
+def _rule(rule: str, text: str, help_text: str | None) -> dict:
+    out: dict = {"id": rule, "shortDescription": {"text": text}}
+    if help_text:
+        out["help"] = {"text": help_text}
+    return out
+
+
+def sarif_log(rules: dict[str, str], results: list[dict], version: str, helps: dict[str, str] | None = None) -> dict:
+    """A SARIF 2.1.0 log of one ptxtool run: `rules` maps rule id -> short description, `helps` rule id -> the
+    longer text code scanning shows with an alert (used by inspect and lint)."""
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -59,7 +67,7 @@ def sarif_log(rules: dict[str, str], results: list[dict], version: str) -> dict:
                         "name": "ptxtool",
                         "version": version,
                         "informationUri": "https://github.com/ptxtool/ptxtool",
-                        "rules": [{"id": rule, "shortDescription": {"text": text}} for rule, text in rules.items()],
+                        "rules": [_rule(rule, text, (helps or {}).get(rule)) for rule, text in rules.items()],
                     }
                 },
                 "results": results,
