@@ -127,6 +127,14 @@ def test_policies_switch_per_kernel() -> None:
     assert ("st.global.v4.u32", "st.global.L1::no_allocate.v4.u32") in _rewrites(report, "plain_copy")
 
 
+def test_cpp_kernels_by_plain_name() -> None:
+    _, report = cache_operators(_module("elementwise.sm90.ptx"), Settings(noalias=("hadd2",)))
+    made_nc = {r.kernel for r in report.rewrites if ".nc" in r.after and ".nc" not in r.before}
+    assert made_nc == {"_Z5hadd2iPK7__half2S1_PS_"}
+    _, report = cache_operators(_module("elementwise.sm90.ptx"), Settings(streaming=Policy(True, exclude=("hadd*",))))
+    assert not any(r.kernel.startswith("_Z5hadd2") and r.before.startswith("ld") for r in report.rewrites)
+
+
 def test_pipeline_runs_by_name() -> None:
     module = _module("comm.sm90.ptx")
     out, reports = run_pipeline(module, ("cache-operators",))

@@ -65,17 +65,24 @@ _REGISTER = re.compile(r"%[A-Za-z_$][\w$]*(?:#\d+)?")
 _GRID = ("%nctaid", "%ntid")
 
 
+def matches(kernel: str, globs: tuple[str, ...]) -> bool:
+    """Whether a glob names the kernel: its PTX name, or the plain name of a C++ kernel (`hadd2` for `_Z5hadd2...`)."""
+    mangled = re.match(r"_Z(\d+)", kernel)
+    plain = kernel[mangled.end() : mangled.end() + int(mangled[1])] if mangled else kernel
+    return any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(plain, g) for g in globs)
+
+
 @dataclass(frozen=True)
 class Policy:
-    """One policy switched on or off, and the kernels it applies to (globs on the PTX name; empty include: all)."""
+    """One policy switched on or off, and the kernels it applies to (globs; empty include: all)."""
 
     enabled: bool
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
     def applies(self, kernel: str) -> bool:
-        matches = lambda globs: any(fnmatch.fnmatchcase(kernel, g) for g in globs)  # noqa: E731
-        return self.enabled and (not self.include or matches(self.include)) and not matches(self.exclude)
+        included = not self.include or matches(kernel, self.include)
+        return self.enabled and included and not matches(kernel, self.exclude)
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ class Settings:
     store_hint: str = "cs"
 
     def alias_free(self, kernel: str) -> bool:
-        return any(fnmatch.fnmatchcase(kernel, g) for g in self.noalias)
+        return matches(kernel, self.noalias)
 
 
 POLICIES = ("readonly", "streaming", "stores", "l2_evict_first", "unsafe_volatile_nc")
