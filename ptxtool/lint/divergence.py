@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.linear import Linear, Op
+from ptxtool.analysis.linear import Op
 
 # special registers whose value differs between the threads of one CTA
 THREAD_SPECIAL = ("%tid", "%laneid", "%warpid", "%lanemask_")
 # instruction families whose result differs between threads whatever their inputs
 THREAD_FAMILIES = frozenset(("atom", "elect.sync", "activemask"))
+
+
+def _cta_uniform(op: Op) -> bool:
+    """A CTA-wide reduction (bar.red, barrier.cta.red): every thread gets the same result, whatever its inputs."""
+    return op.instruction.opcode in ("bar", "barrier") and "red" in op.instruction.modifiers
 
 
 def _reads_thread_special(op: Op) -> bool:
@@ -26,26 +31,39 @@ def guard(op: Op) -> str | None:
     return op.uses[-1] if op.guarded and op.uses else None
 
 
-def thread_dependent(linear: Linear) -> set[str]:
-    """Register keys whose value may differ between threads: defined from %tid/%laneid, a per-thread result
-    (atom, elect.sync), or another such register (loads through such an address included). Flow-insensitive."""
-    users: dict[str, list[Op]] = {}
-    for op in linear.ops:
-        for u in op.uses:
-            users.setdefault(u, []).append(op)
-    work = [
-        op
-        for op in linear.ops
-        if op.defs and (_reads_thread_special(op) or isa.family(op.instruction) in THREAD_FAMILIES)
-    ]
-    tainted: set[str] = set()
-    while work:
-        op = work.pop()
-        for d in op.defs:
-            if d not in tainted:
-                tainted.add(d)
-                work.extend(users.get(d, ()))
-    return tainted
+class ThreadDependence:
+    """Which values may differ between the threads of a CTA, per definition (flow-sensitive through def-use chains):
+    those computed from %tid/%laneid/%warpid, a per-thread result (atom, elect.sync), or another such value (a load
+    through such an address included), except the result of a CTA-wide reduction. A .func's incoming registers
+    count as uniform."""
+
+    def __init__(self, cfg: CFG) -> None:
+        from ptxtool.analysis.dataflow.liveness import def_use
+
+        ops = cfg.linear.ops
+        self.chains = def_use(cfg)
+        work = [
+            op.index
+            for op in ops
+            if op.defs
+            and not _cta_uniform(op)
+            and (_reads_thread_special(op) or isa.family(op.instruction) in THREAD_FAMILIES)
+        ]
+        self.varying: set[tuple[int, str]] = set()
+        while work:
+            at = work.pop()
+            for d in ops[at].defs:
+                if (at, d) in self.varying:
+                    continue
+                self.varying.add((at, d))
+                work.extend(u for u in self.chains.uses_of.get((at, d), ()) if not _cta_uniform(ops[u]))
+
+    def used(self, op: Op, key: str | None) -> bool:
+        """Whether register `key`, as `op` reads it, may differ between threads."""
+        return key is not None and any((d, key) in self.varying for d in self.chains.defs_of.get((op.index, key), ()))
+
+    def any_used(self, op: Op) -> bool:
+        return any(self.used(op, key) for key in op.uses)
 
 
 def post_dominators(cfg: CFG) -> list[int]:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from ptxtool import isa
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import divergent_region, guard, post_dominators, thread_dependent
+from ptxtool.lint.divergence import ThreadDependence, divergent_region, guard, post_dominators
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
@@ -48,10 +48,10 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
         barriers = [op for op in ops if _full_barrier(op.instruction)]
         if not barriers:
             continue
-        varying = thread_dependent(cfg.linear)
+        varying = ThreadDependence(cfg)
         reported: set[int] = set()
         for op in barriers:
-            if guard(op) in varying:
+            if varying.used(op, guard(op)):
                 reported.add(op.index)
                 predicate = op.instruction.guard.predicate.text
                 yield Hit(
@@ -62,7 +62,7 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
             for op in ops
             if isa.family(op.instruction) in ("bra", "brx.idx")
             and "uni" not in op.instruction.modifiers
-            and (guard(op) in varying or (op.instruction.opcode == "brx" and varying.intersection(op.uses)))
+            and (varying.used(op, guard(op)) or (op.instruction.opcode == "brx" and varying.any_used(op)))
         ]
         if not branches:
             continue
@@ -77,7 +77,9 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
                         continue
                     reported.add(op.index)
                     i = branch.instruction
-                    what = i.guard.predicate.text if guard(branch) in varying else f"index {i.operands[0].text}"
+                    what = (
+                        i.guard.predicate.text if varying.used(branch, guard(branch)) else f"index {i.operands[0].text}"
+                    )
                     yield Hit(
                         op.line,
                         op.instruction.column,
