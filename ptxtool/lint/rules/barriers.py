@@ -30,8 +30,9 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
 
     Every thread of the CTA must arrive at a barrier without a thread count; if a branch on a thread-dependent
     predicate (one computed from %tid, %laneid, %warpid, an atomic's result, elect.sync, or a load through such an
-    address; not the result of a CTA-wide bar.red) lets some threads go around it, the others wait forever or the behaviour is undefined (CUDA:
-    `__syncthreads()` in conditional code only if the condition is the same for the whole block). The barrier is
+    address; not the result of a CTA-wide bar.red) lets some threads go around it, the others wait forever or the
+    behaviour is undefined (CUDA: `__syncthreads()` in conditional code only if the condition is the same for the
+    whole block). The barrier is
     reported when it lies between such a branch and the point where both paths join again (its post-dominator),
     or when its own guard is thread-dependent. An early `ret` of some threads before the barrier counts too.
     Not reported: `bra.uni`, branches on uniform values (%ctaid, parameters), and barriers with an explicit thread
