@@ -76,6 +76,39 @@ def _plain(name: str) -> str:
     return str.__str__(name)
 
 
+SKIP, RESUME = "skip", "resume"
+
+
+class _Skip:
+    """Skipping the rest of a broken statement. In a block it ends after the next `;` (or at the `}` closing the
+    block); at module level, at the first token of a later line that can start a module item. Braces opened while
+    skipping are matched, so a vector operand or a whole function body is skipped as one."""
+
+    __slots__ = ("error", "in_block", "row", "depth", "ended")
+
+    def __init__(self, error: Token, in_block: bool, row: dict[str, object], depth: int) -> None:
+        self.error, self.in_block, self.row, self.depth, self.ended = error, in_block, row, depth, False
+
+    def step(self, token: Token) -> str:
+        kind = token.type
+        if self.ended:
+            return RESUME
+        if kind == "LBRACE":
+            self.depth += 1
+            return SKIP
+        if kind == "RBRACE":
+            if self.depth:
+                self.depth -= 1
+                return SKIP
+            return RESUME if self.in_block else SKIP
+        if self.depth:
+            return SKIP
+        if self.in_block:
+            self.ended = kind == "SEMICOLON"
+            return SKIP
+        return RESUME if token.line > self.error.line and kind in self.row else SKIP
+
+
 class Driver:
     """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
 
@@ -104,27 +137,30 @@ class Driver:
         stack = [self.start_state]
         values: list[object] = []
         checkpoint: tuple[int, int] | None = None  # stack sizes where the current statement began
-        skipping: Token | None = None  # the error token while skipping to the end of a broken statement
+        skip: _Skip | None = None  # set while skipping the rest of a broken statement
         token = None
         for token in tokens:
             kind = token.type
-            if skipping is not None:
-                if not self._resynchronised(token, skipping, stack):
+            if skip is not None:
+                step = skip.step(token)
+                if step != RESUME:
                     continue
-                skipping = None
-                if kind == "SEMICOLON":
-                    continue
+                skip = None
             while True:
                 action = actions[stack[-1]].get(kind)
                 if action is None:
                     if not on_error(Unexpected(token, self.expected(stack))):
                         return None
+                    depth = 0  # braces the broken statement opened and did not close
                     if checkpoint is not None:
+                        depth = sum(1 for v in values[checkpoint[1] :] if v.__class__ is Token and v.type == "LBRACE")
                         del stack[checkpoint[0] :]
                         del values[checkpoint[1] :]
-                        if kind == "RBRACE" and "statement" in actions[stack[-1]]:
-                            continue  # the block ends here: let the brace close it
-                    skipping = None if kind == "SEMICOLON" else token
+                    row = actions[stack[-1]]
+                    skip = _Skip(token, "statement" in row, row, depth)
+                    if skip.step(token) == RESUME:  # a `}` that closes the block the broken statement was in
+                        skip = None
+                        continue
                     break
                 if action.__class__ is int:
                     if stack[-1] in starts:
@@ -159,14 +195,6 @@ class Driver:
             stack.append(actions[stack[-1]][goto])
             if stack[-1] == self.end_state:
                 return values[-1]
-
-    def _resynchronised(self, token: Token, error: Token, stack: list[int]) -> bool:
-        """Whether skipping after an error ends at `token`: a statement in a block ends at `;` (or its block at `}`);
-        at module level the next line that starts something the module can hold starts afresh."""
-        row = self.actions[stack[-1]]
-        if "statement" in row:
-            return token.type in ("SEMICOLON", "RBRACE")
-        return token.line > error.line and token.type in row
 
     def expected(self, stack: list[int]) -> frozenset[str]:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
