@@ -44,6 +44,53 @@ def _instructions(function: ast.Function) -> Iterator[ast.Instruction]:
     return ast.instructions(function.body) if function.body is not None else iter(())
 
 
+def _writes(op: Op, poll: Op) -> bool:
+    info = isa.find(op.instruction)
+    return op is not poll and info is not None and info.writes_memory
+
+
+def _spin_region(cfg: CFG, blocks: frozenset[int], poll: Op) -> frozenset[int]:
+    """The blocks of the cycle through the poll that writes no memory besides the poll itself (a consumer loop that
+    stores what it read is work, not a spin); empty when there is no such cycle. Computed inside the natural loop,
+    since loops sharing a header (a spin at the top of an outer loop) come merged from the analysis."""
+    idle = {b for b in blocks if not any(_writes(op, poll) for op in cfg.ops(cfg.blocks[b]))}
+    start = cfg.block_of[poll.index]
+    if start not in idle:
+        return frozenset()
+
+    def reach(step) -> set[int]:
+        seen: set[int] = set()
+        stack = [n for n in step(start) if n in idle]
+        while stack:
+            b = stack.pop()
+            if b not in seen:
+                seen.add(b)
+                stack.extend(n for n in step(b) if n in idle and n not in seen)
+        return seen
+
+    ahead = reach(lambda b: cfg.blocks[b].successors)
+    if start not in ahead:
+        return frozenset()
+    return frozenset(ahead & reach(lambda b: cfg.blocks[b].predecessors))
+
+
+def _dependent_branches(ops: list[Op], poll: Op) -> list[Op]:
+    """The conditional branches among `ops` whose predicate depends on what the poll read."""
+    seen = set(poll.defs)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if seen.intersection(op.uses) and not seen.issuperset(op.defs):
+                seen.update(op.defs)
+                changed = True
+    return [op for op in ops if op.instruction.opcode == "bra" and guard(op) in seen]
+
+
+def _backs_off(ctx: Context, op: Op, backoff: set[str]) -> bool:
+    return op.instruction.opcode in backoff or (op.instruction.opcode == "call" and _callees_back_off(ctx, op, backoff))
+
+
 def _loop_ops(cfg: CFG, blocks: frozenset[int]) -> list[Op]:
     return [op for b in sorted(blocks) for op in cfg.ops(cfg.blocks[b])]
 
@@ -59,7 +106,8 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
     suspends in hardware, is not reported. Option `backoff` lists the instructions that count as a back-off;
     a call in the loop to a function of the file that contains one counts too. A compare-and-swap retry loop
     (atomicMax on floats: the expected value is the last result) makes progress on every failure and is not
-    reported; a CAS whose expected value is fixed (a spin lock) is.
+    reported; a CAS whose expected value is fixed (a spin lock) is. A loop that also writes memory (a consumer
+    that processes what it polled) is work, not a spin, and is not reported either.
 
         WAIT:
         ld.acquire.gpu.global.u32 %r1, [%rd1];
@@ -68,35 +116,23 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
     """
     backoff = set(ctx.options["backoff"])
     for function in ctx.bodies():
-        reported: set[int] = set()
         if not any(i.opcode in ("ld", "atom") for i in _instructions(function)):
             continue
         cfg = ctx.cfg(function)
+        reported: set[int] = set()
         for loop in find_loops(cfg):
             ops = _loop_ops(cfg, loop.blocks)
             written = {d for op in ops for d in op.defs}
-            polls = [op for op in ops if _polls(op, written)]
-            if not polls or any(
-                op.instruction.opcode in backoff
-                or (op.instruction.opcode == "call" and _callees_back_off(ctx, op, backoff))
-                for op in ops
-            ):
-                continue
-            seen = {d for op in polls for d in op.defs}
-            changed = True
-            while changed:
-                changed = False
-                for op in ops:
-                    if seen.intersection(op.uses) and not seen.issuperset(op.defs):
-                        seen.update(op.defs)
-                        changed = True
-            exits = [op for op in ops if op.instruction.opcode == "bra" and guard(op) in seen]
-            if exits and polls[0].index not in reported:
-                load = polls[0]
-                reported.add(load.index)
-                yield Hit(
-                    load.line,
-                    load.instruction.column,
-                    f"loop polls with {load.instruction.mnemonic} (branch at line {exits[0].line}) without back-off: "
-                    f"add {sorted(backoff)[0]}",
-                )
+            for poll in (op for op in ops if _polls(op, written) and op.index not in reported):
+                spin = _loop_ops(cfg, _spin_region(cfg, loop.blocks, poll))
+                if not spin or any(_backs_off(ctx, op, backoff) for op in spin):
+                    continue
+                exits = _dependent_branches(spin, poll)
+                if exits:
+                    reported.add(poll.index)
+                    yield Hit(
+                        poll.line,
+                        poll.instruction.column,
+                        f"loop polls with {poll.instruction.mnemonic} (branch at line {exits[0].line}) without "
+                        f"back-off: add {sorted(backoff)[0]}",
+                    )
