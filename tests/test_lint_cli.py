@@ -223,6 +223,9 @@ def test_cuda_sources_without_nvcc(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "notice: not checked: nvcc is not available" in result.stderr
     assert "1 not checked" in result.stderr
     assert lint("--require-nvcc", str(source), env=env).exit_code == 3
+    (tmp_path / "k2.cu").write_text(source.read_text())
+    both = lint("--require-nvcc", "-j", "2", str(source), str(tmp_path / "k2.cu"), env=env)
+    assert both.exit_code == 3 and "PTXTOOL_NVCC=/nonexistent/nvcc: no such file" in both.stderr
     (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.lint]\nrequire-nvcc = true\n")
     assert lint(str(source), env=env).exit_code == 3
 
