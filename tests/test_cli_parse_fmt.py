@@ -274,13 +274,14 @@ def test_a_100_mb_line_of_garbage_is_refused_fast_and_clearly(tmp_path: Path) ->
     assert "Traceback" not in result.stderr and len(result.stderr) < 2000, "the offending line must be cut"
 
 
-@pytest.mark.xfail(raises=subprocess.TimeoutExpired, strict=True, reason="B11: a 100 MB line of PTX runs for minutes")
 def test_a_100_mb_line_is_refused_fast_and_clearly(tmp_path: Path) -> None:
     path = tmp_path / "huge.ptx"
     with path.open("w") as f:
         f.write(".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 x = ")
         f.write("1+" * (50 * 1024 * 1024) + "1;\n")
-    result = ptxtool("fmt", str(path), timeout=10)
+    start = time.perf_counter()
+    result = ptxtool("fmt", str(path), timeout=60)
+    assert time.perf_counter() - start < 20
     assert result.returncode == 2, result.stderr[-500:]
     assert "Traceback" not in result.stderr and result.stderr.startswith(f"{path}:4")
     assert len(result.stderr) < 2000, "the offending line must be cut, not printed whole"

@@ -108,7 +108,6 @@ def test_comments_sample_places_each_comment() -> None:
     assert "\t\tmov.u32 %inner, 1; // ptxtool: ignore[DEAD-STORE]\n" in out
 
 
-@pytest.mark.xfail(strict=True, reason="B8: blanks and \\r at the end of a // comment stay in the AST and output")
 def test_line_comment_trailing_blanks_are_not_layout() -> None:
     plain = kernel("\tmov.u32 %r1, 1; // c\n")
     assert format_module(parse(plain.replace("// c", "// c  \t"))) == format_module(parse(plain))

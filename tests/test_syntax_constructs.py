@@ -253,7 +253,6 @@ def test_unknown_opcodes_parse_and_print() -> None:
     assert "\tfrobnicate.x.y::z.v8 {%r1, _}, [%rd2+16], 0x7;\n" in format_module(parse(text))
 
 
-@pytest.mark.xfail(strict=True, reason="B9: `%` (remainder) in a constant expression")
 def test_remainder_in_constant_expression() -> None:
     parse(".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 x = 7 % 3;\n")
 
