@@ -3,7 +3,6 @@ statement's line (suppressions rely on it), blocks and the module keep their foo
 
 from __future__ import annotations
 
-import pytest
 from conftest import SAMPLES
 
 from ptxtool.syntax import ast, format_module, parse
