@@ -9,6 +9,14 @@ from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
 
+def _statements(block: ast.Block) -> Iterator[ast.Statement]:
+    """Every statement of a body, nested blocks included (never the operands: they cannot declare anything)."""
+    for s in block.statements:
+        yield s
+        if isinstance(s, ast.Block):
+            yield from _statements(s)
+
+
 @rule("PTX007", "local-memory", "warning")
 def local_memory(ctx: Context) -> Iterator[Hit]:
     """Local memory in the PTX: a `.local` variable, or ld.local/st.local instructions.
@@ -26,7 +34,7 @@ def local_memory(ctx: Context) -> Iterator[Hit]:
         names = ", ".join(d.name for d in declaration.declarators)
         yield Hit(declaration.line, declaration.column, f"module-level .local variable {names}")
     for function in ctx.bodies():
-        for node in ast.walk(function.body):
+        for node in _statements(function.body):
             if isinstance(node, ast.Declaration) and node.has(".local"):
                 names = ", ".join(d.name for d in node.declarators)
                 yield Hit(node.line, node.column, f".local variable {names} in '{function.name}' (off-chip memory)")
