@@ -376,6 +376,9 @@ def _inspect_settings(arch: str | None, block_size: int | None, backend: str | N
 @click.option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
 @click.option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
 @click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
+@click.option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
+@click.option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
+@click.option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
 @_guarded
 def inspect_command(
     files: tuple[str, ...],
@@ -388,6 +391,9 @@ def inspect_command(
     baseline: str | None,
     update_baseline: bool,
     jobs: int | None,
+    pressure: bool,
+    pressure_kernel: str | None,
+    svg: str | None,
 ) -> None:
     """Per kernel: ptxas resources, occupancy, SASS statistics and PTX facts; budgets and baselines for CI.
 
@@ -397,7 +403,11 @@ def inspect_command(
     2 when an input cannot be read, parsed or assembled; 3 when ptxas or nvdisasm is missing.
     Defaults come from [tool.ptxtool.inspect] in the nearest pyproject.toml (arch, block-size, backend,
     budget, baseline).
+    --pressure draws the estimated register-pressure curve per PTX line beside the registers
+    the SASS really keeps live there (nvdisasm), and names the registers live at the peak.
     """
+    from dataclasses import replace
+
     from ptxtool import budget as checks
     from ptxtool.config import config_path, tool_config
     from ptxtool.inspect import Failure, inspect_files
@@ -409,7 +419,11 @@ def inspect_command(
     baseline = baseline or config_path(config.get("baseline"))
     if update_baseline and not baseline:
         raise click.UsageError("--update-baseline needs --baseline FILE (where to write it)")
-    options = _inspect_settings(arch, block_size, backend)
+    if (pressure_kernel or svg) and not pressure:
+        raise click.UsageError("--kernel and --svg go with --pressure")
+    if svg and len(files) > 1:
+        raise click.UsageError("--svg draws one kernel of one file: give one FILE (and --kernel when it has several)")
+    options = replace(_inspect_settings(arch, block_size, backend), pressure=pressure, pressure_kernel=pressure_kernel)
     limits = checks.load_budget(budget) if budget else None
     before = checks.load_baseline(baseline) if baseline and not update_baseline else None
     console = stderr_console()
@@ -418,6 +432,13 @@ def inspect_command(
     failures = [r for r in results if isinstance(r, Failure)]
     for failure in failures:
         _report(InputError(list(failure.diagnostics)))
+    drawn = [(r, k) for r in reports for k in r.kernels if k.pressure] if pressure else []
+    if pressure_kernel and reports and not drawn:
+        there = ", ".join(k.name for r in reports for k in r.kernels)
+        raise InputError.at(reports[0].path, f"no kernel named {pressure_kernel!r}; there are: {there}")
+    if svg and len(drawn) > 1:
+        names = ", ".join(k.name for _, k in drawn)
+        raise click.UsageError(f"--svg draws one kernel: choose it with --kernel ({names})")
     violations = (checks.check_budget(limits, reports) if limits else []) + (
         checks.check_baseline(before, baseline, reports) if before else []
     )
@@ -435,6 +456,10 @@ def inspect_command(
             if as_json
             else sarif_document(reports, violations, __version__, [d for f in failures for d in f.diagnostics])
         )
+        for document_file, report in zip(document["files"], reports, strict=True) if as_json else ():
+            for data, kernel in zip(document_file["kernels"], report.kernels, strict=True):
+                if kernel.pressure:
+                    data["pressure"] = kernel.pressure.as_data()
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
@@ -444,6 +469,14 @@ def inspect_command(
 
         table_console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200, highlight=False)
         print_inspect_table(table_console, reports)
+        _print_pressure(drawn)
+    if svg and drawn:
+        from ptxtool.analysis.pictures import peak_text, pressure_svg
+
+        report, kernel = drawn[0]
+        caption = " ".join(peak_text(kernel.pressure.curve, kernel.pressure.peak_live).split())
+        write_atomic(svg, pressure_svg(kernel.pressure.curve, kernel.pressure.real, f"{report.backend} live", caption))
+        console.print(f"wrote {svg} ({kernel.name})")
     for v in violations:
         where = v.path + (f":{v.line}" if v.line else "")
         console.print(f"[bold]{where}:[/bold] [bold red]{v.origin}:[/bold red] {v.message}", markup=True)
@@ -451,6 +484,17 @@ def inspect_command(
         sys.exit(EXIT_INPUT)
     if violations:
         sys.exit(EXIT_FOUND)
+
+
+def _print_pressure(drawn: list) -> None:
+    """The pressure pictures on stdout, under the table: the estimate beside the SASS's live registers."""
+    from ptxtool.analysis.pictures import peak_text, pressure_text
+
+    for report, kernel in drawn:
+        p = kernel.pressure
+        click.echo(f"\n{report.path}: {report.backend} allocated {p.registers} registers")
+        click.echo(pressure_text(p.curve, 32, 40, p.real, f"{report.backend} live"), nl=False)
+        click.echo(peak_text(p.curve, p.peak_live), nl=False)
 
 
 def _inspect_with_progress(files, options, jobs, console, inspect_files):

@@ -1,5 +1,6 @@
 """The `inspect` and `sass` services: per kernel, what ptxas (resources), the SASS (statistics), the occupancy rules
-and the PTX itself (instruction families, cache operators, barriers, shared memory, parameters) say about it.
+and the PTX itself (instruction families, cache operators, barriers, shared memory, parameters) say about it; with
+`pressure`, the estimated register-pressure curve beside the registers ptxas really keeps live at each PTX line.
 
 Files are inspected in parallel processes; results come back in input order.
 """
@@ -14,13 +15,23 @@ from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.sources import Source, parse_source, read_source
 from ptxtool.syntax import ast
 from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
-from ptxtool.toolchain.sass import ListingLine, SassStats, disassemble, listing, statistics
+from ptxtool.toolchain.sass import (
+    ListingLine,
+    SassStats,
+    disassemble,
+    listing,
+    live_by_line,
+    live_registers,
+    statistics,
+)
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
 
@@ -38,11 +49,43 @@ BARRIER_OPCODES = frozenset({"bar", "barrier", "mbarrier", "membar"})
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    """How to compile and what to assume: target override, launch block size, backend."""
+    """How to compile and what to assume: target override, launch block size, backend; whether to add the
+    pressure curves (of every kernel, or only `pressure_kernel`)."""
 
     arch: str | None = None
     block_size: int | None = None
     backend: str = "ptxas"
+    pressure: bool = False
+    pressure_kernel: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelPressure:
+    """One kernel's estimated pressure curve beside the general registers live per PTX line in the SASS
+    (`real`, from nvdisasm), the register count ptxas gave the same cubin, and the registers live at the
+    estimated peak with the PTX lines that define them."""
+
+    curve: PressureCurve
+    real: dict[int, int]
+    registers: int | None
+    peak_live: tuple[tuple[str, tuple[int, ...]], ...]
+
+    def as_data(self) -> dict:
+        """The two series for `inspect --json` (schema in docs/inspect.md): [PTX line, registers] pairs, each peak."""
+        peak = self.curve.peak
+        live = [{"register": name, "defined": list(lines)} for name, lines in self.peak_live]
+        real_peak = max(self.real.items(), key=lambda kv: kv[1], default=None)
+        return {
+            "estimated": {
+                "peak": {"line": peak.line, "units": peak.units, "live": live} if peak else None,
+                "lines": [[line, units] for line, units in sorted(self.curve.by_line().items())],
+            },
+            "sass": {
+                "registers": self.registers,
+                "peak": {"line": real_peak[0], "live": real_peak[1]} if real_peak else None,
+                "lines": [[line, live] for line, live in sorted(self.real.items())],
+            },
+        }
 
 
 @dataclass
@@ -72,6 +115,7 @@ class KernelReport:
     sass: SassStats
     ptx: PtxFacts
     warnings: list[ToolWarning] = field(default_factory=list)
+    pressure: KernelPressure | None = None
 
 
 @dataclass
@@ -165,6 +209,38 @@ def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
     return DEFAULT_BLOCK_SIZE, "default"
 
 
+# ---------------------------------------------------------------- pressure
+
+
+def kernel_pressure(function: ast.Function, real: dict[int, int], registers: int | None) -> KernelPressure:
+    """The estimate for `function` set beside `real` (PTX line -> live registers) and ptxas's register count."""
+    cfg = build_cfg(function)
+    curve = pressure(cfg)
+    peak = curve.peak
+    defined: dict[str, list[int]] = {}
+    for op in cfg.linear.ops:
+        for key in op.defs:
+            defined.setdefault(key, []).append(op.line)
+    live = curve.live[peak.op] if peak else frozenset()
+    peak_live = sorted(((key, tuple(sorted(set(defined.get(key, []))))) for key in live), key=lambda kv: (kv[1], kv[0]))
+    return KernelPressure(curve, real, registers, tuple(peak_live))
+
+
+def _pressures(source: Source, module: ast.Module, arch: str, options: Options) -> dict[str, KernelPressure]:
+    """Pressure per kernel (or only options.pressure_kernel), from a `-lineinfo` cubin so SASS maps to PTX lines."""
+    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=True)
+    live = live_registers(compiled.cubin)
+    return {
+        f.name: kernel_pressure(
+            f,
+            live_by_line(live.get(f.name, [])),
+            compiled.functions[f.name].registers if f.name in compiled.functions else None,
+        )
+        for f in module.kernels
+        if options.pressure_kernel in (None, f.name)
+    }
+
+
 # ---------------------------------------------------------------- one file
 
 
@@ -190,6 +266,7 @@ def inspect_file(path: str, options: Options) -> FileReport:
         if isinstance(item, ast.Declaration) and item.has(".shared")
         for d in item.declarators
     }
+    pressures = _pressures(source, module, arch, options) if options.pressure else {}
     kernels = []
     for function in module.kernels:
         resources = compiled.functions.get(function.name) or FunctionResources(function.name, is_kernel=True)
@@ -204,6 +281,7 @@ def inspect_file(path: str, options: Options) -> FileReport:
                 statistics(sass.get(function.name, [])),
                 ptx_facts(function, module_shared),
                 [w for w in compiled.warnings if w.function == function.name],
+                pressures.get(function.name),
             )
         )
     names = {k.name for k in kernels}

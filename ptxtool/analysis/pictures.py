@@ -4,6 +4,8 @@ curve as terminal text or a standalone SVG (with an optional second series, e.g.
 
 from __future__ import annotations
 
+import textwrap
+from bisect import bisect_right
 from html import escape
 
 from ptxtool.analysis.cfg import CFG
@@ -78,40 +80,71 @@ def cfg_dot(cfg: CFG, loops: tuple[Loop, ...]) -> str:
     return "\n".join(out) + "\n"
 
 
-def pressure_text(curve: PressureCurve, width: int = 60, rows: int = 40) -> str:
-    """The curve as rows of bars, each row the maximum over a run of PTX lines; the peak row is marked."""
+def pressure_text(
+    curve: PressureCurve, width: int = 60, rows: int = 40, other: dict[int, int] | None = None, other_name: str = ""
+) -> str:
+    """The curve as rows of bars, each row the maximum over a run of PTX lines; the peak row is marked. `other`
+    (PTX line -> registers, e.g. ptxas's live registers) is drawn beside it on the same scale, each of its lines in
+    the row whose run it falls in (lines before the first run in the first row)."""
     points = [p for p in curve.points if p.line]
     if not points:
         return f"{curve.function}: no instructions\n"
     peak = curve.peak
-    top = max(peak.units, 1)
+    top = max(peak.units, *(other or {}).values(), 1)
     per = max(1, -(-len(points) // rows))
+    chunks = [points[start : start + per] for start in range(0, len(points), per)]
+    beside: list[list[tuple[int, int]]] = [[] for _ in chunks]
+    for line, value in sorted((other or {}).items()):
+        beside[max(0, bisect_right([c[0].line for c in chunks], line) - 1)].append((line, value))
+    other_peak = max(sorted((other or {}).items()), key=lambda kv: kv[1], default=None)
     out = [f"{curve.function}: estimated live 32-bit registers per PTX line (peak {peak.units} at line {peak.line})"]
-    for start in range(0, len(points), per):
-        chunk = points[start : start + per]
+    if other_peak:
+        out[0] += f" | {other_name} (peak {other_peak[1]} at line {other_peak[0]})"
+    for chunk, theirs in zip(chunks, beside, strict=True):
         high = max(chunk, key=lambda p: p.units)
         lines = f"{chunk[0].line}" if len(chunk) == 1 else f"{chunk[0].line}-{chunk[-1].line}"
         bar = "#" * round(high.units * width / top)
         mark = "  <- peak" if peak in chunk else ""
-        out.append(f"{lines:>11} {high.units:4d} {bar}{mark}")
+        if other is None:
+            out.append(f"{lines:>11} {high.units:4d} {bar}{mark}")
+            continue
+        real = max((v for _, v in theirs), default=None)
+        right = "   -" if real is None else f"{real:4d} " + "=" * round(real * width / top)
+        mark += f"  <- {other_name} peak" if other_peak in theirs else ""
+        out.append(f"{lines:>11} {high.units:4d} {bar:<{width}} |{right}{mark}")
     return "\n".join(out) + "\n"
 
 
-def pressure_svg(curve: PressureCurve, other: dict[int, int] | None = None, other_name: str = "ptxas") -> str:
-    """A standalone SVG of the curve against PTX line numbers; `other` (PTX line -> registers) is drawn beside it."""
+def peak_text(curve: PressureCurve, live: tuple[tuple[str, tuple[int, ...]], ...], width: int = 100) -> str:
+    """Which registers are live at the estimated peak, each with the PTX lines that define it (`%rd4@792`)."""
+    peak = curve.peak
+    if peak is None:
+        return ""
+    head = f"live at the estimated peak (line {peak.line}, {peak.units} units, {len(live)} registers):"
+    words = [f"{name}@{','.join(map(str, lines)) or '?'}" for name, lines in live]
+    return textwrap.fill(" ".join([head, *words]), width, subsequent_indent="    ") + "\n"
+
+
+def pressure_svg(
+    curve: PressureCurve, other: dict[int, int] | None = None, other_name: str = "ptxas", caption: str = ""
+) -> str:
+    """A standalone SVG of the curve against PTX line numbers; `other` (PTX line -> registers) is drawn beside it,
+    its peak marked too; `caption` (e.g. the registers live at the peak) is written under the picture."""
     points = [(p.line, p.units) for p in curve.points if p.line]
     second = sorted((other or {}).items())
     lines = [x for x, _ in points + second] or [0, 1]
     values = [y for _, y in points + second] or [1]
     x0, x1, top = min(lines), max(max(lines), min(lines) + 1), max(max(values), 1)
+    notes = textwrap.wrap(caption, 150)
     w, h, pad = 900, 300, 40
+    hh = h + 12 * len(notes)  # the notes go under the plot
 
     def xy(x: int, y: int) -> str:
         return f"{pad + (x - x0) * (w - 2 * pad) / (x1 - x0):.1f},{h - pad - y * (h - 2 * pad) / top:.1f}"
 
     peak = curve.peak
     svg = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="monospace" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{hh}" font-family="monospace" font-size="11">',
         f'<text x="{pad}" y="16">{escape(curve.function)}: live 32-bit registers per PTX line</text>',
         f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>',
@@ -122,9 +155,14 @@ def pressure_svg(curve: PressureCurve, other: dict[int, int] | None = None, othe
     if second:
         svg.append(f'<polyline fill="none" stroke="darkorange" points="{" ".join(xy(x, y) for x, y in second)}"/>')
         svg.append(f'<text x="{w - 200}" y="16" fill="darkorange">{escape(other_name)}</text>')
+        line, value = max(second, key=lambda kv: kv[1])
+        ox, oy = xy(line, value).split(",")
+        svg.append(f'<circle cx="{ox}" cy="{oy}" r="4" fill="darkorange"/>')
+        svg.append(f'<text x="{ox}" y="{float(oy) + 16:.1f}" fill="darkorange">peak {value} @ line {line}</text>')
     if peak:
         cx, cy = xy(peak.line, peak.units).split(",")
         svg.append(f'<circle cx="{cx}" cy="{cy}" r="4" fill="red"/>')
         svg.append(f'<text x="{cx}" y="{float(cy) - 8:.1f}" fill="red">peak {peak.units} @ line {peak.line}</text>')
+    svg.extend(f'<text x="{pad}" y="{h + 2 + 12 * i}" font-size="9">{escape(n)}</text>' for i, n in enumerate(notes))
     svg.append("</svg>")
     return "\n".join(svg) + "\n"

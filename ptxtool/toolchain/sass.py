@@ -1,6 +1,7 @@
 """SASS from a cubin through nvdisasm: per-function instruction lists (`-json`), the statistics people ask about
 (global and local memory traffic by full variant, barriers, tensor-core operations), and a listing with the PTX
-lines each instruction came from (`-gp`, for cubins built with `-lineinfo`)."""
+lines each instruction came from (`-gp`, for cubins built with `-lineinfo`), and the registers ptxas keeps live at
+each instruction (`-plr -lrm count`), mapped to those PTX lines."""
 
 from __future__ import annotations
 
@@ -147,3 +148,71 @@ def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
         elif instruction := _INSTRUCTION.match(raw):
             current.append(ListingLine(instruction.group(1), line))
     return functions
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCount:
+    """Registers live at one SASS instruction as nvdisasm counts them (`# occupied`): general (32-bit),
+    predicate, uniform, uniform predicate; with the instruction's address and its PTX line (0: unknown)."""
+
+    address: int
+    gpr: int = 0
+    predicates: int = 0
+    uniform: int = 0
+    uniform_predicates: int = 0
+    ptx_line: int = 0
+
+
+_LIVE_FIELDS = {"GPR": "gpr", "PRED": "predicates", "UGPR": "uniform", "UPRED": "uniform_predicates"}
+_ADDRESS = re.compile(r"^\s*/\*([0-9a-f]+)\*/")
+_TEXT_SECTION = re.compile(r"^\.text\.(\S+):")
+_COLUMNS = re.compile(r"//\s*\|(.*)\|\s*$")
+
+
+def _addressed_lines(text: str) -> dict[str, dict[int, int]]:
+    """Per function, instruction address -> PTX line, from an `nvdisasm -c -gp` listing."""
+    out: dict[str, dict[int, int]] = {}
+    current: dict[int, int] | None = None
+    line = 0
+    for raw in text.splitlines():
+        if section := _TEXT_SECTION.match(raw):
+            current, line = out.setdefault(section.group(1), {}), 0
+        elif current is None:
+            continue
+        elif at := _PTX_LINE.match(raw):
+            line = int(at.group(1))
+        elif address := _ADDRESS.match(raw):
+            current[int(address.group(1), 16)] = line
+    return out
+
+
+def live_registers(cubin: bytes) -> dict[str, list[LiveCount]]:
+    """Per function, the live-register counts at each SASS instruction. nvdisasm ignores line info when it prints
+    life ranges, so the PTX lines come from a second `-gp` listing, matched by address (needs a `-lineinfo` cubin)."""
+    lines = _addressed_lines(_nvdisasm(cubin, ["-c", "-gp"]))
+    out: dict[str, list[LiveCount]] = {}
+    current: list[LiveCount] | None = None
+    where: dict[int, int] = {}
+    fields: list[str | None] = []
+    for raw in _nvdisasm(cubin, ["-c", "-plr", "-lrm", "count"]).splitlines():
+        columns = _COLUMNS.search(raw)
+        cells = [c.strip() for c in columns.group(1).split("|")] if columns else []
+        if section := _TEXT_SECTION.match(raw):
+            current, where = out.setdefault(section.group(1), []), lines.get(section.group(1), {})
+        elif "GPR" in cells:
+            fields = [_LIVE_FIELDS.get(c) for c in cells]
+        elif current is not None and columns and (address := _ADDRESS.match(raw)):
+            at = int(address.group(1), 16)
+            counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
+            current.append(LiveCount(at, **counts, ptx_line=where.get(at, 0)))
+    return out
+
+
+def live_by_line(counts: list[LiveCount]) -> dict[int, int]:
+    """The most general registers live at any SASS instruction of each PTX line (instructions without a line are
+    left out): the series to set beside the estimated pressure curve."""
+    out: dict[int, int] = {}
+    for c in counts:
+        if c.ptx_line:
+            out[c.ptx_line] = max(out.get(c.ptx_line, 0), c.gpr)
+    return dict(sorted(out.items()))
