@@ -757,6 +757,11 @@ def _print_optimize(console, result) -> None:
                 console.print(f"    {variant}: {a} -> {b}", markup=False)
     for warning in result.warnings:
         console.print(f"[bold yellow]warning:[/bold yellow] {warning}", markup=True)
+    hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
+    for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
+        console.print(
+            f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})", markup=False
+        )
     for problem in result.problems:
         console.print(f"[bold red]verification failed:[/bold red] {problem}", markup=True)
     rewrites = sum(len(r.rewrites) for r in result.reports)

@@ -45,6 +45,14 @@ def test_comm_sass_exactly_where_promised() -> None:
     assert k["ring_dispatch"].memory_after["LDG.E.128"] == 7
 
 
+def test_line_info_input() -> None:
+    """A file with .loc/.file: SASS is still tied to its own PTX lines, and the directives stay in the output."""
+    result = optimize(read_source(str(SAMPLES / "comm.sm90.lineinfo.ptx")), settings=Settings(noalias=("*",)))
+    assert result.verified, result.problems
+    assert _kernels(result)["plain_copy"].memory_after == {"LDG.E.NA.LTC256B.128.CONSTANT": 1, "STG.E.EF.128": 1}
+    assert ".loc" in result.text and ".file" in result.text
+
+
 def test_noalias_and_evict_first_verified() -> None:
     result = optimize(read_source(COMM), settings=Settings(noalias=("plain_copy",), l2_evict_first=Policy(True)))
     assert result.verified, result.problems
@@ -100,6 +108,7 @@ def test_cli_stdout_file_and_in_place(tmp_path: Path) -> None:
     assert "ld.global.L1::no_allocate.L2::256B.v4.u32" in cli.stdout and "st.global.cs.v4.u32" in cli.stdout
     assert "comm.sm90.ptx:487: plain_copy: ld.global.v4.u32 -> ld.global.L1::no_allocate.L2::256B.v4.u32" in cli.stderr
     assert "grid-stride loop" in cli.stderr and "LDG.E.NA.LTC256B.128: 0 -> 1" in cli.stderr
+    assert "note: plain_copy: loads could be .nc if its pointers never alias (--noalias plain_copy)" in cli.stderr
     out = tmp_path / "o.ptx"
     cli = run("optimize", COMM, "-o", str(out), "--json", "--noalias", "plain_copy")
     data = json.loads(cli.stdout)
