@@ -162,3 +162,46 @@ def test_shuffle_really_moves_whitespace() -> None:
     assert any("[ %rd2" in v or "%rd2 +" in v for v in variants)  # blanks added inside brackets
     assert any(re.search(r",%r[12]", v) for v in variants)  # and removed after commas
     assert any("\n\n" in v for v in variants)  # blank lines added
+
+
+# ---------------------------------------------------------------- comments in odd places
+
+_OPEN = set(",;[]{}()")
+
+
+def insert_comments(text: str, seed: int, rate: float = 0.03) -> str:
+    """The text with `/* cN */` and `// cN` comments put between random tokens (where a blank may stand)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    end, n, previous = 0, 0, ""
+    for m in _LEX.finditer(text):
+        gap, tok = text[end : m.start()], m.group()
+        out.append(gap)
+        room = gap or previous in _OPEN or tok in _OPEN
+        if room and previous and not tok.startswith(("//", "/*")) and rng.random() < rate:
+            out.append(f"/* c{n} */ " if rng.random() < 0.5 else f"// c{n}\n")
+            n += 1
+        out.append(tok)
+        previous, end = tok, m.end()
+    return "".join(out) + text[end:]
+
+
+COMMENTED = [(name, seed) for name in ("rare_syntax.ptx", "constructs.ptx", "debug_sections.ptx") for seed in range(8)]
+
+
+@pytest.mark.parametrize(("name", "seed"), COMMENTED, ids=[f"{n}-{s}" for n, s in COMMENTED])
+def test_comments_anywhere_are_kept_in_order(name: str, seed: int) -> None:
+    original = (SAMPLES / name).read_text()
+    text = insert_comments(original, seed)
+    assert len(lex(text)[1]) > len(lex(original)[1])
+    out = format_module(parse(text))
+    assert lex(out) == lex(text)
+
+
+@pytest.mark.xfail(strict=True, reason="B12/B13: a statement's second // comment is printed below it")
+def test_comments_anywhere_keep_their_owner_and_a_fixed_layout() -> None:
+    for name, seed in COMMENTED:
+        text = insert_comments((SAMPLES / name).read_text(), seed)
+        out = format_module(parse(text))
+        assert format_module(parse(out)) == out, f"{name} seed {seed}: not idempotent"
+        assert parse(out) == parse(text), f"{name} seed {seed}: a comment changed owner"
