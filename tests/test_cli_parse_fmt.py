@@ -151,6 +151,14 @@ def test_fmt_in_place_leaves_a_formatted_file_untouched(formatted: Path) -> None
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
+@pytest.mark.xfail(strict=True, reason="B14: --in-place replaces a symbolic link with a regular file")
+def test_fmt_in_place_through_a_symbolic_link(unformatted: Path) -> None:
+    link = unformatted.parent / "link.ptx"
+    link.symlink_to(unformatted.name)
+    assert run("fmt", "--in-place", str(link)).exit_code == 0
+    assert link.is_symlink() and unformatted.read_text() == format_module(parse(RARE.read_text()))
+
+
 def test_fmt_check(unformatted: Path, formatted: Path) -> None:
     text = unformatted.read_text()
     changed = run("fmt", "--check", str(unformatted))
