@@ -66,9 +66,16 @@ def main(debug: bool) -> None:
 
     \b
     Examples:
-      ptxtool parse kernel.ptx            check a file parses; summary of kernels and instructions
-      ptxtool fmt kernel.ptx -o out.ptx   canonical layout, same program (comments kept)
-      ptxtool fmt --check *.ptx           exit 1 if any file is not formatted (for pre-commit)
+      ptxtool parse --check kernel.ptx       parses? legal for its .target/.version?
+      ptxtool fmt --check *.ptx              exit 1 if a file is not in canonical layout
+      ptxtool inspect k.ptx                  registers, spills, occupancy, SASS per kernel
+      ptxtool inspect --budget b.toml *.ptx  CI: exit 1 on budget violations (--sarif)
+      ptxtool lint *.ptx                     rules with ids; `ptxtool lint --explain ID`
+      ptxtool optimize k.ptx -o opt.ptx      cache-operator rewriting, verified in SASS
+      ptxtool run a.ptx b.ptx --spec s.toml  GPU: same inputs, outputs compared bit for bit
+      ptxtool doctor                         which ptxas/nvdisasm/driver ptxtool uses
+
+    Each command has --help with more; docs/ in the repository has the details.
 
     Exit codes: 0 ok, 1 found something (e.g. a file would change), 2 bad input or usage,
     3 a required tool (ptxas, GPU driver) missing, 4 internal error.
