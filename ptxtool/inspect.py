@@ -61,12 +61,14 @@ class Options:
 
 @dataclass(frozen=True)
 class KernelPressure:
-    """One kernel's estimated pressure curve beside the general registers live per PTX line in the SASS
-    (`real`, from nvdisasm), the register count ptxas gave the same cubin, and the registers live at the
-    estimated peak with the PTX lines that define them."""
+    """One kernel's estimated pressure curve beside the general registers live per PTX line in its SASS
+    (`real`, from nvdisasm: lines of the kernel itself; `inlined`: lines of the functions ptxas inlined into it),
+    the register count ptxas gave the same cubin, and the registers live at the estimated peak with the PTX lines
+    that define them."""
 
     curve: PressureCurve
     real: dict[int, int]
+    inlined: dict[int, int]
     registers: int | None
     peak_live: tuple[tuple[str, tuple[int, ...]], ...]
 
@@ -84,6 +86,7 @@ class KernelPressure:
                 "registers": self.registers,
                 "peak": {"line": real_peak[0], "live": real_peak[1]} if real_peak else None,
                 "lines": [[line, live] for line, live in sorted(self.real.items())],
+                "inlined": [[line, live] for line, live in sorted(self.inlined.items())],
             },
         }
 
@@ -213,17 +216,21 @@ def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
 
 
 def kernel_pressure(function: ast.Function, real: dict[int, int], registers: int | None) -> KernelPressure:
-    """The estimate for `function` set beside `real` (PTX line -> live registers) and ptxas's register count."""
+    """The estimate for `function` set beside `real` (PTX line -> live registers, the kernel's lines apart from
+    those of inlined functions) and ptxas's register count."""
     cfg = build_cfg(function)
     curve = pressure(cfg)
     peak = curve.peak
+    last = max((op.line for op in cfg.linear.ops), default=function.line)
+    own = {line: live for line, live in real.items() if function.line <= line <= last}
     defined: dict[str, list[int]] = {}
     for op in cfg.linear.ops:
         for key in op.defs:
             defined.setdefault(key, []).append(op.line)
     live = curve.live[peak.op] if peak else frozenset()
     peak_live = sorted(((key, tuple(sorted(set(defined.get(key, []))))) for key in live), key=lambda kv: (kv[1], kv[0]))
-    return KernelPressure(curve, real, registers, tuple(peak_live))
+    inlined = {line: live for line, live in real.items() if line not in own}
+    return KernelPressure(curve, own, inlined, registers, tuple(peak_live))
 
 
 def _pressures(source: Source, module: ast.Module, arch: str, options: Options) -> dict[str, KernelPressure]:
