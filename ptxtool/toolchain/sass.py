@@ -205,6 +205,8 @@ def live_registers(cubin: bytes) -> dict[str, list[LiveCount]]:
             at = int(address.group(1), 16)
             counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
             current.append(LiveCount(at, **counts, ptx_line=where.get(at, 0)))
+    if any(out.values()) and "gpr" not in fields:
+        raise EnvironmentProblem("nvdisasm -plr printed life ranges without the GPR column ptxtool reads")
     return out
 
 
