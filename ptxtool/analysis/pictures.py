@@ -93,9 +93,10 @@ def pressure_text(
     top = max(peak.units, *(other or {}).values(), 1)
     per = max(1, -(-len(points) // rows))
     chunks = [points[start : start + per] for start in range(0, len(points), per)]
+    starts = [c[0].line for c in chunks]
     beside: list[list[tuple[int, int]]] = [[] for _ in chunks]
     for line, value in sorted((other or {}).items()):
-        beside[max(0, bisect_right([c[0].line for c in chunks], line) - 1)].append((line, value))
+        beside[max(0, bisect_right(starts, line) - 1)].append((line, value))
     other_peak = max(sorted((other or {}).items()), key=lambda kv: kv[1], default=None)
     out = [f"{curve.function}: estimated live 32-bit registers per PTX line (peak {peak.units} at line {peak.line})"]
     if other_peak:
