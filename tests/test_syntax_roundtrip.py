@@ -23,16 +23,21 @@ _SPACED = set(",[]{}+")  # the formatter owns the spacing around these
 
 
 def lex(text: str) -> tuple[list[str], list[str]]:
-    """The tokens of PTX text and its comments, each in source order."""
+    """The tokens of PTX text and its comments (blanks at the end of a `//` comment are layout), in source order."""
     tokens, comments = [], []
-    for tok in _LEX.findall(text):
-        (comments if tok.startswith(("//", "/*")) else tokens).append(tok)
+    for tok in _LEX.findall(text.replace("\r\n", "\n")):
+        if tok.startswith("//"):
+            comments.append(tok.rstrip())
+        elif tok.startswith("/*"):
+            comments.append(tok)
+        else:
+            tokens.append(tok)
     return tokens, comments
 
 
 def shuffle_whitespace(text: str, seed: int) -> str:
-    """The same tokens with new whitespace: other blanks, extra blank lines, spaces added or dropped around
-    `, [ ] { } +`. Line breaks stay line breaks (a `//` comment ends at one)."""
+    """The same tokens with new whitespace: other blanks (also at line ends, after `//` comments), extra blank
+    lines, CRLF, spaces added or dropped around `, [ ] { } +`. Line breaks stay line breaks."""
     rng = random.Random(seed)
     out: list[str] = []
     end = 0
@@ -40,7 +45,7 @@ def shuffle_whitespace(text: str, seed: int) -> str:
     for m in _LEX.finditer(text):
         gap, tok = text[end : m.start()], m.group()
         if "\n" in gap:
-            gap = rng.choice(["\n", "\n\n", "\n\t", "\n  \n ", "\n\t\t"])  # no blank may end a `//` comment
+            gap = rng.choice(["\n", "\n\n", "\n\t", " \n  \n ", "\t\n\t\t", "\r\n"])
         elif gap or previous in _SPACED or tok in _SPACED:
             choices = [" ", "\t", "  ", " \t "]
             if previous in _SPACED or tok in _SPACED:
