@@ -179,3 +179,22 @@ def test_positions_are_kept_but_not_compared() -> None:
     first = next(ast.instructions(switcher.body))
     assert first.mnemonic == "ld.param.u64" and first.line == switcher.line + 10 and first.column == 2
     assert parse("\n\n" + text.replace("\t", "    ")) == module
+
+
+def _rebuilt(value: object) -> object:
+    """A deep copy made the way a pass makes nodes: every node rebuilt through `dataclasses.replace`."""
+    if dataclasses.is_dataclass(value):
+        changes = {f.name: _rebuilt(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return replace(value, **changes)
+    if isinstance(value, tuple):
+        return tuple(_rebuilt(v) for v in value)
+    return value
+
+
+@pytest.mark.parametrize("name", ["rare_syntax.ptx", "constructs.ptx", "comments.ptx", "debug_sections.ptx"])
+def test_identity_pass_prints_the_same_text(name: str) -> None:
+    module = _module(name)
+    copy = _rebuilt(module)
+    assert copy == module and copy is not module
+    assert next(ast.instructions(copy.functions[-1].body)) is not next(ast.instructions(module.functions[-1].body))
+    assert format_module(copy) == format_module(module)
