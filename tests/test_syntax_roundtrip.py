@@ -77,6 +77,15 @@ def test_idempotent(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES)
+def test_output_is_tidy(path: Path) -> None:
+    """No blank at a line's end, at most one blank line in a row, LF only, one newline at the end."""
+    _, out = formatted(path)
+    assert "\r" not in out and "\n\n\n" not in out
+    assert out.endswith("\n") and not out.endswith("\n\n") and not out.startswith("\n")
+    assert [line for line in out.split("\n") if line != line.rstrip()] == []
+
+
+@pytest.mark.parametrize("path", FILES)
 def test_reparse_gives_the_same_tree(path: Path) -> None:
     text, out = formatted(path)
     assert parse(out) == parse(text)
