@@ -207,9 +207,8 @@ def fmt_command(
 
 
 def _print_diff(name: str, before: str, after: str, colour: bool) -> None:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    )
+    old, new = (name, name) if name.startswith(("/", "<")) else (f"a/{name}", f"b/{name}")
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), old, new)
     for line in lines:
         if not line.endswith("\n"):
             line += "\n"

@@ -70,7 +70,7 @@ def parse_source(source: Source) -> ast.Module:
 
 def write_atomic(path: str, text: str) -> None:
     """Replace a file's contents all at once: a crash leaves the old file or the new one, never half of one."""
-    target = Path(path)
+    target = Path(os.path.realpath(path))  # through a symbolic link: rewrite the file it points to, keep the link
     mode = target.stat().st_mode & 0o7777 if target.exists() else None
     fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
     try:

@@ -49,7 +49,7 @@ def ptxas() -> str:
 @pytest.fixture(scope="session")
 def assemble(ptxas: str, tmp_path_factory) -> Callable[[str], tuple[bytes | None, str]]:
     """Assemble PTX text to a cubin with ptxas: (cubin bytes or None, ptxas's messages).
-    Relocatable code (calls to unresolved externals) is assembled with -c, as nvcc -rdc would."""
+    Relocatable code (calls to unresolved externals, unified functions) is assembled with -c, as nvcc -rdc would."""
     directory = tmp_path_factory.mktemp("ptxas")
     counter = iter(range(1 << 30))
 
@@ -59,7 +59,7 @@ def assemble(ptxas: str, tmp_path_factory) -> Callable[[str], tuple[bytes | None
         source.write_text(text, encoding="utf-8")
         command = [ptxas, f"-arch={target_arch(text)}", str(source), "-o", str(cubin)]
         result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode and "nresolved extern" in result.stderr:
+        if result.returncode and ("nresolved extern" in result.stderr or "--compile-only" in result.stderr):
             result = subprocess.run([*command[:1], "-c", *command[1:]], capture_output=True, text=True)
         return (cubin.read_bytes() if result.returncode == 0 else None), result.stderr
 

@@ -257,7 +257,6 @@ def test_remainder_in_constant_expression() -> None:
     parse(".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 x = 7 % 3;\n")
 
 
-@pytest.mark.xfail(strict=True, reason="B15: `.attribute(...)` after `.func` (function attributes, PTX 8.0)")
 def test_function_attribute_after_func(assemble) -> None:
     text = (
         ".version 9.0\n.target sm_90\n.address_size 64\n\n.func .attribute(.unified(0xAB, 0xCD)) f()\n{\n\tret;\n}\n"

@@ -321,6 +321,7 @@ class Function(Owner):
     params: tuple[Param, ...] | None = None
     directives: tuple[PerfDirective, ...] = ()
     body: Block | None = None
+    kind_attributes: tuple[Attribute, ...] = ()  # written after `.func`: `.attribute(.unified(...))`
 
     @property
     def is_kernel(self) -> bool:

@@ -109,6 +109,12 @@ class _Skip:
         return RESUME if token.line > self.error.line and kind in self.row else SKIP
 
 
+def _unclosed(values: list[object]) -> str | None:
+    """At the end of the file: which brace is still open, if one is."""
+    brace = next((v for v in reversed(values) if v.__class__ is Token and v.type == "LBRACE"), None)
+    return None if brace is None else f"end of file inside the '{{' opened at line {brace.line}: expected '}}'"
+
+
 class Driver:
     """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
 
@@ -184,7 +190,7 @@ class Driver:
         while True:
             action = actions[stack[-1]].get(END)
             if action is None or action.__class__ is int:
-                on_error(Unexpected(end, self.expected(stack)))
+                on_error(Unexpected(end, self.expected(stack), _unclosed(values)))
                 return None
             size, build, goto = action
             children = values[-size:] if size else []

@@ -6,6 +6,7 @@ and goes on, so one file reports all its broken lines at once.
 
 from __future__ import annotations
 
+import gc
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -278,13 +279,17 @@ class _Build:
     # -- functions
     def function(self, *children):
         attrs: tuple = ()
+        kind_attrs: tuple = ()
         line = column = 0
         kind = name = None
         returns = params = None
         directives, body = [], None
         for child in children:
             if isinstance(child, _Located):
-                attrs, line, column = child
+                if kind is None:
+                    attrs, line, column = child
+                else:
+                    kind_attrs = child.node
             elif isinstance(child, Token) and child.type in ("ENTRY", "FUNC"):
                 kind = str(child)
                 if not line:
@@ -302,7 +307,17 @@ class _Build:
                 body = child
         end_line = body.end_line if body is not None else self.session.prev_line
         return ast.Function(
-            kind, name, attrs, returns, params, tuple(directives), body, line=line, column=column, end_line=end_line
+            kind,
+            name,
+            attrs,
+            returns,
+            params,
+            tuple(directives),
+            body,
+            kind_attrs,
+            line=line,
+            column=column,
+            end_line=end_line,
         )
 
     def param_list(self, *params):
@@ -483,13 +498,18 @@ def parse(text: str) -> ast.Module:
             issues.append(issue)
         return len(issues) < 100
 
-    with _lock:
-        build.reset(session)
-        try:
+    collecting = gc.isenabled()
+    gc.disable()  # the tree is acyclic: the cycle collector would only rescan its millions of new nodes
+    try:
+        with _lock:
+            build.reset(session)
             module = driver.parse(lexer.tokens(text, session), recover)
-        except _GiveUp as stop:
-            issues.append(stop.issue)
-            module = None
+    except _GiveUp as stop:
+        issues.append(stop.issue)
+        module = None
+    finally:
+        if collecting:
+            gc.enable()
     issues.extend(SyntaxIssue(e.line, e.column, e.message) for e in session.errors)
     if issues or module is None:
         raise ParseError(issues, text)

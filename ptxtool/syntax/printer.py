@@ -3,8 +3,8 @@
 Layout: module items flush left with a blank line around functions and sections and between runs of directives
 and declarations; statements indented one tab per block level, labels one level out; a blank line after the
 declarations that open a block; one parameter per line; operands separated by `, `. Comments are printed where
-their owner says: leading ones on their own lines above, trailing ones after the statement on its line (block comments
-first, at most one `//` comment last), any left over on lines below it.
+their owner says: leading ones on their own lines above, trailing ones after the statement on its line (the last one,
+with the block comments just before it); earlier trailing ones, which cannot share a line with a `//` comment, above.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from ptxtool.syntax import ast
 
 def _seq(items) -> str:
     return ", ".join(map(inline, items))
+
+
+def _joined(left: str, right: str) -> str:
+    """`left + right`, with a blank where they would run two minus signs together (`- -3`, not `--3`)."""
+    return left + " " + right if left.endswith("-") and right.startswith("-") else left + right
 
 
 def _address(a: ast.Address) -> str:
@@ -68,8 +73,8 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.SymbolOffset: lambda n: f"{n.symbol.text}+{n.offset.text}",
     ast.Difference: lambda n: f"{n.left.text}-{n.right.text}",
     ast.Address: _address,
-    ast.Unary: lambda n: n.op + inline(n.operand),
-    ast.Binary: lambda n: inline(n.left) + (" % " if n.op == "%" else n.op) + inline(n.right),  # `7%3`: a name
+    ast.Unary: lambda n: _joined(n.op, inline(n.operand)),
+    ast.Binary: lambda n: _joined(inline(n.left) + (" % " if n.op == "%" else n.op), inline(n.right)),  # `%3`: a name
     ast.Paren: lambda n: "(" + inline(n.inner) + ")",
     ast.Conditional: lambda n: f"{inline(n.condition)}?{inline(n.if_true)}:{inline(n.if_false)}",
     ast.Vector: lambda n: "{" + _seq(n.items) + "}",
@@ -161,10 +166,13 @@ class _Writer:
         if node.leading:
             self.comments(node.leading, indent)
         if node.trailing:
-            # as many as fit on the line: block comments, then at most one `//` comment, which ends it
-            count = next((i + 1 for i, c in enumerate(node.trailing) if c.startswith("//")), len(node.trailing))
-            self.lines.append(indent + text + " " + " ".join(node.trailing[:count]))
-            self.comments(node.trailing[count:], indent)
+            # the line keeps the last comment and the block comments just before it (a `//` comment ends a line);
+            # earlier ones go above, where a re-parse gives them to this statement again
+            keep = len(node.trailing) - 1
+            while keep and not node.trailing[keep - 1].startswith("//"):
+                keep -= 1
+            self.comments(node.trailing[:keep], indent)
+            self.lines.append(indent + text + " " + " ".join(node.trailing[keep:]))
         else:
             self.lines.append(indent + text)
 
@@ -194,7 +202,7 @@ class _Writer:
     def function(self, f: ast.Function) -> None:
         if f.leading:
             self.comments(f.leading, "")
-        head = [*(_attribute(a) for a in f.attributes), f.kind]
+        head = [*(_attribute(a) for a in f.attributes), f.kind, *(_attribute(a) for a in f.kind_attributes)]
         if f.returns is not None:
             head.append(_params(f.returns, False))
         head = " ".join(head) + " " + f.name + _params(f.params, True)
