@@ -9,7 +9,8 @@ Two steps, because the GPU machine need not have ptxas:
 `measure` prints (1) memory-bound kernels alone on the whole GPU, achieved bandwidth as a fraction of a measured
 device-to-device copy (`torch` copy_, bytes read + written), original vs each variant; and (2) interference: comm's
 `plain_copy` over 512 MiB on 20 blocks of 1024 threads on one stream while a second stream runs 20 `torch.sum` over an
-L2-resident tensor (24 MiB, 40 MiB), timed with CUDA events against the same 20 sums alone; median of 7.
+L2-resident tensor (24 MiB, 40 MiB), timed with CUDA events against the same 20 sums alone; median of 31, the
+variants interleaved.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ def alone(drv: Driver, folder: Path, copy_tbs: float) -> list[dict]:
     return rows
 
 
-def interference(drv: Driver, folder: Path) -> list[dict]:
+def interference(drv: Driver, folder: Path, reps: int = 31) -> list[dict]:
     """plain_copy on 20 SMs beside 20 L2-resident reductions on another stream: slowdown of the reductions."""
     import numpy as np
 
@@ -226,25 +227,26 @@ def interference(drv: Driver, folder: Path) -> list[dict]:
             return s0.elapsed_time(s1)
 
         sums()
-        for v in VARIANTS:
-            fn = drv.function(folder / f"comm.{v}.ptx", "plain_copy")
-            drv.launch(fn, 20, 1024, args, copy_stream)
-            torch.cuda.synchronize()
-            ratios, copies = [], []
-            for _ in range(7):
+        functions = {v: drv.function(folder / f"comm.{v}.ptx", "plain_copy") for v in VARIANTS}
+        ratios: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        copies: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(reps):  # variants interleaved, so drift in clocks or L2 state hits them all alike
+            for v, fn in functions.items():
                 lone = sums()
                 c0, c1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 c0.record(copy_stream)
                 drv.launch(fn, 20, 1024, args, copy_stream)
                 c1.record(copy_stream)
-                ratios.append(sums() / lone)
-                copies.append(2 * 16 * n4 / c0.elapsed_time(c1) / 1e9)
+                ratios[v].append(sums() / lone)
+                copies[v].append(2 * 16 * n4 / c0.elapsed_time(c1) / 1e9)
+        for v in VARIANTS:
             rows.append(
                 {
                     "reduction_mib": mib,
                     "variant": v,
-                    "slowdown": statistics.median(ratios),
-                    "copy_tb_s": statistics.median(copies),
+                    "slowdown": statistics.median(ratios[v]),
+                    "slowdown_p25_p75": statistics.quantiles(ratios[v], n=4)[::2],
+                    "copy_tb_s": statistics.median(copies[v]),
                 }
             )
     return rows
@@ -266,11 +268,12 @@ def measure(folder: Path, out: Path | None) -> None:
         loads = ", ".join(f"{k}x{n}" for k, n in (variant or {}).get(r["kernel"], {}).items())
         print(f"  {r['kernel'][:28]:28} {r['variant']:16} {r['tb_s']:5.2f} TB/s  {r['of_copy']:.3f}  {loads}")
     mix = interference(drv, folder)
-    print("\ninterference: plain_copy on 20 blocks x 1024 beside 20 torch.sum on another stream (median of 7)")
+    print("\ninterference: plain_copy on 20 blocks x 1024 beside 20 torch.sum on another stream (median of 31,")
+    print("variants interleaved; [p25, p75] of the slowdown)")
     for r in mix:
         print(
-            f"  {r['reduction_mib']:3} MiB  {r['variant']:16} reduction {r['slowdown']:.3f}x slower, "
-            f"copy {r['copy_tb_s']:.3f} TB/s"
+            f"  {r['reduction_mib']:3} MiB  {r['variant']:16} reduction {r['slowdown']:.3f}x slower "
+            f"[{r['slowdown_p25_p75'][0]:.3f}, {r['slowdown_p25_p75'][1]:.3f}], copy {r['copy_tb_s']:.3f} TB/s"
         )
     if out:
         data = {"device": props.name, "copy_tb_s": copy_tbs, "alone": rows, "interference": mix}
