@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT.parent / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))
 # One target and PTX version, so their functions can share a module.
 GENERATOR_SOURCES = ("comm", "control", "elementwise", "gemm_smem", "pressure", "reduce", "tensorcore", "texture")
 

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
-CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT.parent / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))  # real nvcc/Triton/hand-written PTX
 
 
 def ptx_files(directory: Path) -> list[Path]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cache
-from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use, liveness
@@ -15,8 +15,6 @@ from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.memory import memory_facts
 from ptxtool.analysis.pressure import pressure
 from ptxtool.syntax import ast, parse
-
-CORPUS = Path("/work/shared/corpus")
 
 
 @cache

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import CORPUS
 
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pictures import pressure_svg, pressure_text
@@ -15,7 +16,6 @@ from ptxtool.analysis.pressure import pressure
 from ptxtool.cli import main
 from ptxtool.syntax import parse
 
-CORPUS = Path("/work/shared/corpus")
 PRESSURE = str(CORPUS / "ptx/pressure.sm80.ptx")
 
 

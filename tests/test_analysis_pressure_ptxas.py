@@ -11,13 +11,13 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from conftest import CORPUS
+
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pressure import pressure
 from ptxtool.syntax import parse
 from ptxtool.toolchain import discover
 from ptxtool.toolchain.resources import parse_verbose
-
-CORPUS = Path("/work/shared/corpus")
 
 
 def pearson(a: list[float], b: list[float]) -> float:

@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import CORPUS
 
 from ptxtool import isa
 from ptxtool.isa import Effect, Mode, Role, Target
@@ -15,7 +16,6 @@ from ptxtool.isa.targets import TARGET_INTRODUCED, Need
 from ptxtool.syntax import ast, parse
 from ptxtool.toolchain import discover
 
-CORPUS = Path("/work/shared/corpus")
 FILES = sorted(glob.glob(str(CORPUS / "*" / "*.ptx")))
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import CORPUS
 
 from ptxtool.cli import main
 from ptxtool.legality import check_module
 from ptxtool.syntax import ast, parse
 from ptxtool.toolchain import discover
 
-CORPUS = Path("/work/shared/corpus")
 _ERROR = re.compile(r"line (\d+); error")
 
 
