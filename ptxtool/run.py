@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,18 @@ class Workspace:
 # ---------------------------------------------------------------- run
 
 
+@contextmanager
+def _kernels(paths: Sequence[str], kernel: str | None, spec: LaunchSpec, ptxas: bool) -> Iterator[tuple]:
+    """The GPU with each file's kernel loaded. PTX is checked against the spec before the GPU is touched; with
+    `ptxas` it is assembled for the GPU's architecture, which is known only once the GPU is open."""
+    programs = None if ptxas else [load_program(p, kernel, spec) for p in paths]
+    with Gpu() as gpu:
+        if ptxas:
+            programs = [load_program(p, kernel, spec, ptxas=True, arch=gpu.info.arch.rstrip("a")) for p in paths]
+        functions = [gpu.function(gpu.load(p.image, p.path, ptx=p.ptx), p.kernel) for p in programs]
+        yield gpu, programs, functions
+
+
 def run(
     paths: Sequence[str],
     spec: LaunchSpec,
@@ -327,12 +340,7 @@ def run(
     """Run one kernel (and compare it with a second file's) on fresh random inputs for each trial."""
     trials = trials or spec.trials
     seed = spec.seed if seed is None else seed
-    if not ptxas:
-        programs = [load_program(p, kernel, spec) for p in paths]
-    with Gpu() as gpu:
-        if ptxas:
-            programs = [load_program(p, kernel, spec, ptxas=True, arch=gpu.info.arch.rstrip("a")) for p in paths]
-        functions = [gpu.function(gpu.load(p.image, p.path, ptx=p.ptx), p.kernel) for p in programs]
+    with _kernels(paths, kernel, spec, ptxas) as (gpu, programs, functions):
         report = RunReport([p.path for p in programs], programs[0].kernel, spec.path, gpu.info, trials, seed)
         workspace = Workspace(gpu, spec)
         current = programs[0].path
@@ -563,12 +571,7 @@ def bench(
 ) -> BenchReport:
     """Time each file's kernel with CUDA events: launches interleaved, each on the next copy of the inputs."""
     seed = spec.seed if seed is None else seed
-    if not ptxas:
-        programs = [load_program(p, kernel, spec) for p in paths]
-    with Gpu() as gpu:
-        if ptxas:
-            programs = [load_program(p, kernel, spec, ptxas=True, arch=gpu.info.arch.rstrip("a")) for p in paths]
-        functions = [gpu.function(gpu.load(p.image, p.path, ptx=p.ptx), p.kernel) for p in programs]
+    with _kernels(paths, kernel, spec, ptxas) as (gpu, programs, functions):
         workspace = Workspace(gpu, spec)
         copies = rotation_copies(spec.buffer_bytes + GUARD_BYTES * len(spec.buffers), gpu.info)
         sets = [workspace.pointers] + [

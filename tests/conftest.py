@@ -14,6 +14,22 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))  # real nvcc/Triton/hand-written PTX
 
+# Each sample launch spec and the corpus PTX (copied into samples/) that holds its kernel.
+SPEC_PTX = {
+    "saxpy": "elementwise.sm90.ptx",
+    "daxpy_grid_stride": "elementwise.sm90.ptx",
+    "hadd2": "elementwise.sm90.ptx",
+    "bf16_gelu": "elementwise.sm90.ptx",
+    "math_mix": "elementwise.sm90.ptx",
+    "block_sum": "reduce.sm90.ptx",
+    "count_positive": "reduce.sm90.ptx",
+    "histogram": "reduce.sm90.ptx",
+    "grid_reduce_cg": "reduce.sm90.ptx",
+    "match_and_redux": "reduce.sm90.ptx",
+    "plain_copy": "comm.sm90.ptx",
+    "streaming_scale": "comm.sm90.ptx",
+}
+
 
 def ptx_files(directory: Path) -> list[Path]:
     """Every .ptx file under a directory, sorted (none when the directory is absent)."""

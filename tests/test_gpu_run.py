@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import SPEC_PTX
 
 from ptxtool.cli import main
 from ptxtool.errors import EnvironmentProblem
@@ -25,21 +26,6 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 ELEMENTWISE = SAMPLES / "elementwise.sm90.ptx"
 REASON = probe()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"no GPU: {REASON}")]
-
-SPEC_PTX = {
-    "saxpy": "elementwise.sm90.ptx",
-    "daxpy_grid_stride": "elementwise.sm90.ptx",
-    "hadd2": "elementwise.sm90.ptx",
-    "bf16_gelu": "elementwise.sm90.ptx",
-    "math_mix": "elementwise.sm90.ptx",
-    "block_sum": "reduce.sm90.ptx",
-    "count_positive": "reduce.sm90.ptx",
-    "histogram": "reduce.sm90.ptx",
-    "grid_reduce_cg": "reduce.sm90.ptx",
-    "match_and_redux": "reduce.sm90.ptx",
-    "plain_copy": "comm.sm90.ptx",
-    "streaming_scale": "comm.sm90.ptx",
-}
 
 
 def inputs(name: str) -> dict[str, np.ndarray]:

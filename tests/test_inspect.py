@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import CORPUS
 
 from ptxtool.cli import main
 from ptxtool.toolchain.discover import find_tool
@@ -227,12 +228,12 @@ def test_broken_or_missing_tool_exit_3(variable, value, says):
 
 
 def test_cuda_source_through_nvcc():
-    result = run("inspect", "--json", "--arch", "sm_80", sample("pressure.cu"))
+    result = run("inspect", "--json", "--arch", "sm_80", str(CORPUS / "src" / "pressure.cu"))
     assert result.exit_code == 0, result.output
     entry = json.loads(result.stdout)["files"][0]
     assert {k["name"] for k in entry["kernels"]} == {"stencil_25pt", "nbody_tile", "long_live_ranges"}
     assert entry["lines_are_ptx"] is False and entry["arch"] == "sm_80"
-    missing = run("inspect", sample("pressure.cu"), env={"PTXTOOL_NVCC": "/no/such/nvcc"})
+    missing = run("inspect", str(CORPUS / "src" / "pressure.cu"), env={"PTXTOOL_NVCC": "/no/such/nvcc"})
     assert missing.exit_code == 3 and "nvidia-cuda-nvcc" in missing.stderr
 
 

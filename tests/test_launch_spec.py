@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SPEC_PTX
 
 from ptxtool.errors import InputError
 from ptxtool.launch import Buffer, Scalar, fill, from_bf16, load_spec, spec_from_data, to_bf16
@@ -13,21 +14,6 @@ from ptxtool.run import load_program
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
-# Each sample launch spec and the corpus PTX (copied into samples/) that holds its kernel.
-SPEC_PTX = {
-    "saxpy": "elementwise.sm90.ptx",
-    "daxpy_grid_stride": "elementwise.sm90.ptx",
-    "hadd2": "elementwise.sm90.ptx",
-    "bf16_gelu": "elementwise.sm90.ptx",
-    "math_mix": "elementwise.sm90.ptx",
-    "block_sum": "reduce.sm90.ptx",
-    "count_positive": "reduce.sm90.ptx",
-    "histogram": "reduce.sm90.ptx",
-    "grid_reduce_cg": "reduce.sm90.ptx",
-    "match_and_redux": "reduce.sm90.ptx",
-    "plain_copy": "comm.sm90.ptx",
-    "streaming_scale": "comm.sm90.ptx",
-}
 
 SAXPY = {
     "grid": 4,
