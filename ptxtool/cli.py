@@ -238,7 +238,7 @@ def doctor_command(as_json: bool) -> None:
 
     found = environment()
     if as_json:
-        json.dump(found, sys.stdout, indent=1)
+        json.dump({"schema": "ptxtool.doctor/1", **found}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         for name, tool in found["tools"].items():

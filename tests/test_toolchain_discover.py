@@ -59,6 +59,7 @@ def test_doctor_json():
     result = CliRunner().invoke(main, ["doctor", "--json"])
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
+    assert found["schema"] == "ptxtool.doctor/1"
     assert found["tools"]["ptxas"]["ok"] and "sm_90a" in found["tools"]["ptxas"]["targets"]
     assert isinstance(found["gpu_driver"]["present"], bool)
 
