@@ -72,7 +72,10 @@ def write_atomic(path: str, text: str) -> None:
     """Replace a file's contents all at once: a crash leaves the old file or the new one, never half of one."""
     target = Path(os.path.realpath(path))  # through a symbolic link: rewrite the file it points to, keep the link
     mode = target.stat().st_mode & 0o7777 if target.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
+        raise InputError.at(path, f"cannot write in {target.parent}: {error.strerror or error}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
