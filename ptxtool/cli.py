@@ -350,12 +350,35 @@ def bench_command(
 # ---------------------------------------------------------------- inspect and sass
 
 
-def _inspect_settings(arch: str | None, block_size: int | None, backend: str | None):
-    """Options from the flags, falling back on [tool.ptxtool.inspect] in the nearest pyproject.toml."""
-    from ptxtool.config import tool_config
-    from ptxtool.inspect import Options
+_INSPECT_CONFIG = {  # [tool.ptxtool.inspect] key: (is the value good?, what it must be)
+    "arch": (lambda v: isinstance(v, str), 'a target name such as "sm_90a"'),
+    "block-size": (lambda v: type(v) is int and 1 <= v <= 1024, "an integer from 1 to 1024"),
+    "backend": (lambda v: v in ("ptxas", "nvjitlink"), '"ptxas" or "nvjitlink"'),
+    "budget": (lambda v: isinstance(v, str), "a path (string)"),
+    "baseline": (lambda v: isinstance(v, str), "a path (string)"),
+}
+
+
+def _inspect_config() -> dict:
+    """[tool.ptxtool.inspect] from the nearest pyproject.toml, every key known and of the right type."""
+    from ptxtool.config import find_pyproject, tool_config
 
     config = tool_config("inspect")
+    for key, value in config.items():
+        good, wanted = _INSPECT_CONFIG.get(key, (None, None))
+        if good is None or not good(value):
+            problem = f"{key} must be {wanted}; got {value!r}" if good else f"unknown key {key!r}"
+            raise InputError.at(
+                str(find_pyproject()), f"[tool.ptxtool.inspect]: {problem} (keys: {', '.join(_INSPECT_CONFIG)})"
+            )
+    return config
+
+
+def _inspect_settings(arch: str | None, block_size: int | None, backend: str | None):
+    """Options from the flags, falling back on [tool.ptxtool.inspect] in the nearest pyproject.toml."""
+    from ptxtool.inspect import Options
+
+    config = _inspect_config()
     return Options(
         arch=arch or config.get("arch"),
         block_size=block_size or config.get("block-size"),
@@ -415,12 +438,12 @@ def inspect_command(
     from dataclasses import replace
 
     from ptxtool import budget as checks
-    from ptxtool.config import config_path, tool_config
+    from ptxtool.config import config_path
     from ptxtool.inspect import Failure, inspect_files
 
     if as_json and sarif:
         raise click.UsageError("--json and --sarif are two formats of one report: choose one")
-    config = tool_config("inspect")
+    config = _inspect_config()
     budget = budget or config_path(config.get("budget"))
     baseline = baseline or config_path(config.get("baseline"))
     if update_baseline and not baseline:

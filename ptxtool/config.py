@@ -35,11 +35,11 @@ def tool_config(section: str | None = None, start: Path | None = None) -> dict:
     path = find_pyproject(start)
     if path is None:
         return {}
-    table = read_toml(path).get("tool", {}).get("ptxtool", {})
-    if section is not None:
-        table = table.get(section, {})
-    if not isinstance(table, dict):
-        raise InputError.at(str(path), f"[tool.ptxtool{'.' + section if section else ''}] must be a table")
+    table, names = read_toml(path), ["tool", "ptxtool", *([section] if section is not None else [])]
+    for depth, name in enumerate(names, 1):
+        table = table.get(name, {})
+        if not isinstance(table, dict):
+            raise InputError.at(str(path), f"[{'.'.join(names[:depth])}] must be a table")
     return table
 
 

@@ -35,3 +35,30 @@ def test_unwritable_output_is_bad_input_not_a_bug(args, tmp_path):
     assert result.exit_code == EXIT_INPUT, result.output
     assert "internal error" not in result.stderr
     assert "error: cannot write in " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "command", "message"),
+    [
+        ("tool = 1\n", "lint", "[tool] must be a table"),
+        ("[tool]\nptxtool = 1\n", "fmt", None),  # fmt reads no settings: a broken table is not its business
+        ("[tool]\nptxtool = 1\n", "lint", "[tool.ptxtool] must be a table"),
+        ("[tool.ptxtool.inspect]\narch = 90\n", "inspect", "arch must be a target name"),
+        ("[tool.ptxtool.inspect]\narch = 90\n", "sass", "arch must be a target name"),
+        ('[tool.ptxtool.inspect]\nblock-size = "big"\n', "inspect", "block-size must be an integer from 1 to 1024"),
+        ("[tool.ptxtool.inspect]\nblock-size = 5000\n", "inspect", "block-size must be an integer from 1 to 1024"),
+        ('[tool.ptxtool.inspect]\nbackend = "cuda"\n', "inspect", 'backend must be "ptxas" or "nvjitlink"'),
+        ("[tool.ptxtool.inspect]\nbudget = 3\n", "inspect", "budget must be a path"),
+        ("[tool.ptxtool.inspect]\nblock_size = 64\n", "inspect", "unknown key 'block_size'"),
+    ],
+)
+def test_broken_settings_name_the_pyproject(pyproject, command, message, tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    monkeypatch.chdir(tmp_path)
+    result = run(command, PTX)
+    if message is None:
+        assert result.exit_code == 0, result.stderr
+        return
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert result.stderr.startswith(f"{tmp_path / 'pyproject.toml'}: error: ")
+    assert message in result.stderr
