@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import wraps
 
 import click
+from rich.markup import escape
 
 from ptxtool import __version__
 from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, InputError, PtxtoolError
@@ -40,7 +41,7 @@ def _guarded(command: Callable) -> Callable:
             if ctx.find_root().params.get("debug"):
                 raise
             stderr_console().print(
-                f"[bold red]internal error:[/bold red] {type(error).__name__}: {error} "
+                f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
                 "(a bug in ptxtool; run again with --debug for the traceback)",
                 markup=True,
             )
@@ -55,7 +56,7 @@ def _report(error: PtxtoolError) -> None:
         for d in error.diagnostics:
             print_diagnostic(console, d)
     else:
-        console.print(f"[bold red]error:[/bold red] {error}", markup=True)
+        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", markup=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -508,7 +509,9 @@ def inspect_command(
         console.print(f"wrote {svg} ({kernel.name})")
     for v in violations:
         where = v.path + (f":{v.line}" if v.line else "")
-        console.print(f"[bold]{where}:[/bold] [bold red]{v.origin}:[/bold red] {v.message}", markup=True)
+        console.print(
+            f"[bold]{escape(where)}:[/bold] [bold red]{v.origin}:[/bold red] {escape(v.message)}", markup=True
+        )
     if len(reports) < len(results):
         sys.exit(EXIT_INPUT)
     if violations:
@@ -785,14 +788,14 @@ def _print_optimize(console, result) -> None:
             if a != b:
                 console.print(f"    {variant}: {a} -> {b}", markup=False)
     for warning in result.warnings:
-        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", markup=True)
+        console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", markup=True)
     hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
     for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
         console.print(
             f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})", markup=False
         )
     for problem in result.problems:
-        console.print(f"[bold red]verification failed:[/bold red] {problem}", markup=True)
+        console.print(f"[bold red]verification failed:[/bold red] {escape(problem)}", markup=True)
     rewrites = sum(len(r.rewrites) for r in result.reports)
     state = "verified" if result.verified else "NOT verified: nothing written"
     gpu = f", GPU outputs {result.gpu}" if result.gpu else ""

@@ -62,3 +62,16 @@ def test_broken_settings_name_the_pyproject(pyproject, command, message, tmp_pat
     assert result.exit_code == EXIT_INPUT, result.output
     assert result.stderr.startswith(f"{tmp_path / 'pyproject.toml'}: error: ")
     assert message in result.stderr
+
+
+def test_messages_keep_their_square_brackets(tmp_path):
+    """Brackets in a message are text, not console markup: the budget table and a path must survive."""
+    budget = tmp_path / "budget.toml"
+    budget.write_text('[kernels."block_*"]\nmax_registers = 1\n')
+    result = run("inspect", "--budget", str(budget), PTX)
+    assert result.exit_code == 1, result.output
+    assert f'max_registers = 1 (budget {budget} [kernels."block_*"])' in result.stderr
+    tool = str(tmp_path / "[bin]" / "ptxas")
+    result = CliRunner(env={"PTXTOOL_PTXAS": tool}).invoke(main, ["sass", PTX])
+    assert result.exit_code == 3
+    assert f"PTXTOOL_PTXAS={tool}: no such file" in result.stderr
