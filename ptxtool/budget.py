@@ -156,6 +156,10 @@ def load_baseline(path: str) -> dict:
         raise InputError.at(path, f"not a baseline (invalid JSON: {error})") from None
     if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA or not isinstance(data.get("kernels"), dict):
         raise InputError.at(path, f"not a ptxtool baseline (expected schema {BASELINE_SCHEMA!r})")
+    for key, metrics in data["kernels"].items():
+        number = lambda v: v is None or (isinstance(v, int | float) and not isinstance(v, bool))  # noqa: E731
+        if not isinstance(metrics, dict) or not all(number(metrics.get(m)) for m in METRICS):
+            raise InputError.at(path, f"not a ptxtool baseline: {key!r} must map {', '.join(METRICS)} to numbers")
     return data
 
 

@@ -75,3 +75,12 @@ def test_messages_keep_their_square_brackets(tmp_path):
     result = CliRunner(env={"PTXTOOL_PTXAS": tool}).invoke(main, ["sass", PTX])
     assert result.exit_code == 3
     assert f"PTXTOOL_PTXAS={tool}: no such file" in result.stderr
+
+
+@pytest.mark.parametrize("entry", ["3", '{"registers": "many"}', '{"occupancy": true}'])
+def test_baseline_with_a_bad_entry_is_exit_2(entry, tmp_path):
+    baseline = tmp_path / "base.json"
+    baseline.write_text(f'{{"schema": "ptxtool.baseline/1", "kernels": {{"reduce.sm80.ptx::block_sum": {entry}}}}}')
+    result = run("inspect", "--baseline", str(baseline), PTX)
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert "'reduce.sm80.ptx::block_sum' must map registers, spill_bytes" in result.stderr
