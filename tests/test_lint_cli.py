@@ -237,6 +237,8 @@ def test_target_this_ptxas_cannot_assemble_is_a_notice(tmp_path: Path) -> None:
     result = lint(str(old))
     assert result.exit_code == 1 and [i for _, i in ids(result)] == ["PTX007", "PTX007"]
     assert "notice: this ptxas cannot assemble for sm_52; ptxas rules skipped" in result.stderr
+    result = lint("--arch", "sm_999", str(DATA / "PTX007_fires.ptx"))  # the target asked for, not the module's
+    assert "notice: this ptxas cannot assemble for sm_999; ptxas rules skipped" in result.stderr
 
 
 def test_parallel_results_keep_input_order() -> None:

@@ -74,7 +74,8 @@ def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, resu
         if all(d.location.line in explained for d in error.diagnostics):
             result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
         elif any(_UNSUPPORTED_TARGET in d.message for d in error.diagnostics):
-            result.notices.append(f"this ptxas cannot assemble for {module.targets[0]}; ptxas rules skipped")
+            target = settings.arch or module.targets[0]
+            result.notices.append(f"this ptxas cannot assemble for {target}; ptxas rules skipped")
         else:
             result.errors.extend(error.diagnostics)
     return None
