@@ -492,7 +492,7 @@ def inspect_command(
                     data["pressure"] = kernel.pressure.as_data()
         json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
+    elif reports:  # no table of nothing when every input failed
         from rich.console import Console
 
         from ptxtool.report.inspect_table import print_inspect_table

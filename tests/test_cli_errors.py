@@ -84,3 +84,12 @@ def test_baseline_with_a_bad_entry_is_exit_2(entry, tmp_path):
     result = run("inspect", "--baseline", str(baseline), PTX)
     assert result.exit_code == EXIT_INPUT, result.output
     assert "'reduce.sm80.ptx::block_sum' must map registers, spill_bytes" in result.stderr
+
+
+def test_inspect_prints_no_empty_table_when_every_input_fails(tmp_path):
+    broken = tmp_path / "broken.ptx"
+    broken.write_text(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tmov.u32 %r1 2;\n}\n")
+    result = run("inspect", str(broken), str(tmp_path / "missing.ptx"))
+    assert result.exit_code == EXIT_INPUT
+    assert result.stdout == ""
+    assert f"{broken}:6:14: error: " in result.stderr and "missing.ptx: error: no such file" in result.stderr
