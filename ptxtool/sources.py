@@ -38,6 +38,8 @@ def read_source(path: str) -> Source:
             raise InputError.at(path, "no such file")
         if p.is_dir():
             raise InputError.at(path, "is a directory, not a PTX file (give the .ptx files inside it)")
+        if p.suffix in (".cu", ".cuh"):
+            raise InputError.at(path, "CUDA C++, not PTX: compile it with `nvcc -ptx` (inspect and lint compile .cu)")
         try:
             data = p.read_bytes()
         except OSError as error:

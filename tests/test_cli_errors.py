@@ -93,3 +93,22 @@ def test_inspect_prints_no_empty_table_when_every_input_fails(tmp_path):
     assert result.exit_code == EXIT_INPUT
     assert result.stdout == ""
     assert f"{broken}:6:14: error: " in result.stderr and "missing.ptx: error: no such file" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "message"),
+    [
+        *(
+            (c, EXIT_INPUT, "CUDA C++, not PTX: compile it with `nvcc -ptx`")
+            for c in ("parse", "fmt", "cfg", "optimize")
+        ),
+        ("sass", 3, "PTXTOOL_NVCC=/nonexistent: no such file"),
+    ],
+)
+def test_cuda_source_where_ptx_is_needed_is_one_clear_error(command, code, message):
+    """Not a screenful of syntax errors at each `#include`: one line saying what the file is or what is missing."""
+    from conftest import CORPUS
+
+    result = CliRunner(env={"PTXTOOL_NVCC": "/nonexistent"}).invoke(main, [command, str(CORPUS / "src" / "reduce.cu")])
+    assert result.exit_code == code, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
