@@ -97,6 +97,14 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
     FILE may be `-` for stdin. Every syntax error in a file is reported as
     `file:line:col: error: ...` with the offending line; the exit code is then 2.
     With --json, stdout holds one JSON document: {"schema": ..., "files": [{"path", "module"}]}.
+
+
+    \b
+    Examples:
+      ptxtool parse kernel.ptx             one line each: PTX version, target, kernels, instructions
+      ptxtool parse --check *.ptx          also exit 1 where a file uses what its .version/.target lacks
+      ptxtool parse --json k.ptx | jq .    the syntax tree
+    Exit 0 ok; 1 --check found something; 2 a file cannot be read or parsed.
     """
     from ptxtool.syntax import ast
     from ptxtool.syntax.serialize import SCHEMA, to_data
@@ -161,6 +169,14 @@ def fmt_command(
     --check exits 1 when a file would change (pre-commit); --diff shows the change.
     The layout depends only on the program and its comments, never on the input's
     whitespace, and formatting twice changes nothing.
+
+
+    \b
+    Examples:
+      ptxtool fmt k.ptx > tidy.ptx         the formatted text on stdout
+      ptxtool fmt -i *.ptx                 rewrite the files that change
+      ptxtool fmt --check --diff *.ptx     CI: show what would change, exit 1 if anything would
+    Exit 0 ok; 1 --check found a file that would change; 2 bad input or usage.
     """
     from ptxtool.syntax import format_module
 
@@ -233,6 +249,13 @@ def doctor_command(as_json: bool) -> None:
     answers.
 
     Exit code 3 when a required tool (ptxas, nvdisasm) is missing or broken; nvcc and cuobjdump are optional.
+
+
+    \b
+    Examples:
+      ptxtool doctor                       one line per tool, then the GPU driver
+      PTXTOOL_PTXAS=/opt/ptxas ptxtool doctor   check an override (PTXTOOL_NVDISASM, _NVCC, _CUOBJDUMP too)
+      ptxtool doctor --json                the same as JSON (schema ptxtool.doctor/1)
     """
     from ptxtool.errors import EXIT_ENVIRONMENT
     from ptxtool.toolchain.discover import environment
@@ -305,6 +328,12 @@ def run_command(
     differs from itself the kernel is nondeterministic, and the spec must give its outputs a tolerance.
     A .cubin file is loaded as it is (give the kernel's exact name).
     Exit 0: identical (or within tolerance); 1: outputs differ, a fault, or an overrun; 3: no GPU driver.
+
+
+    \b
+    Examples:
+      ptxtool run k.ptx --spec saxpy.toml               run; faults and overruns are exit 1
+      ptxtool run k.ptx k.opt.ptx -s saxpy.toml -n 20   20 trials of A against B, bit for bit
     """
     from ptxtool.run import run
 
@@ -340,6 +369,13 @@ def bench_command(
     Launches of A and B alternate, each on the next of several copies of the inputs (together larger than
     the L2), so neither gets a warm cache the other did not. `noise` is A's odd launches against its even ones:
     a ratio closer to 1 than that is not a difference.
+
+
+    \b
+    Examples:
+      ptxtool bench k.ptx k.opt.ptx --spec saxpy.toml   median of each and the ratio B/A
+      ptxtool bench k.ptx -s saxpy.toml --json          timings as JSON (quantiles, noise)
+    Exit 0 timed; 2 bad input or spec; 3 no GPU driver.
     """
     from ptxtool.run import bench
 
@@ -435,6 +471,14 @@ def inspect_command(
     budget, baseline).
     --pressure draws the estimated register-pressure curve per PTX line beside the registers
     the SASS really keeps live there (nvdisasm), and names the registers live at the peak.
+
+
+    \b
+    Examples:
+      ptxtool inspect k.ptx                             the table: registers, spills, occupancy, SASS
+      ptxtool inspect --json *.ptx > report.json        schema ptxtool.inspect/1
+      ptxtool inspect --budget budget.toml --sarif *.ptx   CI: violations as code-scanning alerts
+      ptxtool inspect --pressure -k my_kernel k.ptx     where the registers go
     """
     from dataclasses import replace
 
@@ -550,6 +594,13 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -
     """Print the SASS ptxas makes of FILE, each run of instructions under the PTX line it came from.
 
     The PTX is assembled with -lineinfo and disassembled with nvdisasm -gp; --plain leaves the PTX out.
+
+
+    \b
+    Examples:
+      ptxtool sass k.ptx -k my_kernel      one kernel's SASS under its PTX lines
+      ptxtool sass --arch sm_90 --plain k.ptx   SASS only, for another target
+    Exit 0 ok; 2 FILE cannot be read, parsed or assembled, or no such kernel; 3 ptxas or nvdisasm missing.
     """
     from ptxtool.inspect import sass_listing
 
@@ -583,6 +634,13 @@ def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     No -o: dot text on stdout. -o cfg.dot writes the text; -o cfg.svg renders it
     with graphviz's `dot` (exit 3 when graphviz is not installed).
     Loops are nested boxes titled with their induction variables; back edges are dashed.
+
+
+    \b
+    Examples:
+      ptxtool cfg k.ptx -k my_kernel | dot -Tpng > cfg.png
+      ptxtool cfg k.ptx -k my_kernel -o cfg.svg
+    Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel; 3 graphviz missing (for .svg).
     """
     import shutil
     import subprocess
@@ -664,6 +722,14 @@ def lint_command(
     (select, ignore, ptxas, require-nvcc, arch, and per-rule tables such as [tool.ptxtool.lint.PTX003]).
     `--explain ID` documents a rule. Exit 0 clean, 1 findings (at least --fail-on's severity), 2 bad input,
     3 a required tool missing.
+
+
+    \b
+    Examples:
+      ptxtool lint *.ptx                   every rule; findings on stdout
+      ptxtool lint --fail-on warning --sarif *.ptx > lint.sarif   CI: notes do not fail the build
+      ptxtool lint --select PTX005,PTX006 k.cu   two rules, on PTX that nvcc makes of k.cu
+      ptxtool lint --explain PTX005        what a rule finds and how to fix it
     """
     from ptxtool.config import find_pyproject, tool_config
     from ptxtool.lint import all_rules, lint_files, load_settings
@@ -833,6 +899,13 @@ def optimize_command(file: str, output: str | None, in_place: bool, as_json: boo
     write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings: [tool.ptxtool.optimize].
     Verification: ptxas accepts the output, every promised SASS variant is there, nothing else changed.
     Exit 0: verified and written (or printed); 1: verification failed, nothing written; 2: bad input; 3: no ptxas.
+
+
+    \b
+    Examples:
+      ptxtool optimize k.ptx -o k.opt.ptx              verified rewrites; the reasons on stderr
+      ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
+      ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
     """
     from ptxtool.optimize import optimize, verify_on_gpu
 
