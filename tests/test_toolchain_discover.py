@@ -30,7 +30,7 @@ def test_env_override_wins(monkeypatch):
 
 @pytest.mark.parametrize(
     ("override", "says"),
-    [("/bin/false", "does not work"), ("/no/such/ptxas", "no such file")],
+    [("/bin/false", "does not work"), ("/no/such/ptxas", "no such file"), ("/tmp", "a directory, not the tool")],
 )
 def test_broken_or_absent_override(monkeypatch, override, says):
     monkeypatch.setenv("PTXTOOL_PTXAS", override)

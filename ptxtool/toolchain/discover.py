@@ -83,7 +83,8 @@ def locate(name: str) -> tuple[str, str]:
     if override:
         path = shutil.which(override) or override
         if not Path(path).is_file():
-            raise EnvironmentProblem(f"{spec.env}={override}: no such file; {_install_hint(name)}")
+            what = "a directory, not the tool" if Path(path).is_dir() else "no such file"
+            raise EnvironmentProblem(f"{spec.env}={override}: {what}; {_install_hint(name)}")
         return path, f"${spec.env}"
     for step, find in _SEARCH:
         found = find(name)
