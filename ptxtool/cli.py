@@ -184,6 +184,10 @@ def fmt_command(
         raise click.UsageError("-o/--output takes exactly one input file and no --in-place")
     if in_place and STDIN in files:
         raise click.UsageError("--in-place cannot rewrite stdin")
+    if check and (in_place or output):
+        raise click.UsageError("--check writes nothing: drop --in-place/-o, or --check to write")
+    if files.count(STDIN) > 1:
+        raise click.UsageError("stdin (-) can be read only once")
     if len(files) > 1 and not (in_place or check or diff):
         raise click.UsageError("several files: say where results go with --in-place, or use --check or --diff")
     colour = sys.stdout.isatty() if color is None else color

@@ -199,6 +199,9 @@ def test_each_broken_line_gets_exactly_its_own_error(tmp_path: Path) -> None:
         ("fmt",),
         ("parse",),
         ("fmt", "--no-such-option", "{a}"),
+        ("fmt", "--check", "--in-place", "{a}"),  # --check writes nothing: not silently one or the other
+        ("fmt", "--check", "-o", "{out}", "{a}"),
+        ("fmt", "--check", "-", "-"),
     ],
 )
 def test_usage_errors_exit_2(args: tuple[str, ...], unformatted: Path, formatted: Path, tmp_path: Path) -> None:
