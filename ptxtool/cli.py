@@ -872,6 +872,20 @@ def _print_optimize(console, result) -> None:
     console.print(f"{result.path}: {rewrites} instruction(s) rewritten, {state}{gpu}", markup=False)
 
 
+def _warn_unmatched(console, result, options: dict) -> None:
+    """A --noalias/--include/--exclude that names no kernel of the file is most likely a typo: say so."""
+    from ptxtool.passes.cache_operators import matches
+
+    names = [k.name for k in result.kernels]
+    for option in ("noalias", "include", "exclude"):
+        for pattern in options[option] if names else ():
+            if not any(matches(name, (pattern,)) for name in names):
+                console.print(
+                    f"warning: --{option} {pattern} matches no kernel of {result.path} (kernels: {', '.join(names)})",
+                    markup=False,
+                )
+
+
 @main.command("optimize")
 @click.argument("file", metavar="FILE")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimized PTX here.")
@@ -925,6 +939,7 @@ def optimize_command(file: str, output: str | None, in_place: bool, as_json: boo
     if spec and result.verified and result.changed:
         verify_on_gpu(result, file, spec)
     console = stderr_console()
+    _warn_unmatched(console, result, options)
     _print_optimize(console, result)
     target = file if in_place else output
     if result.verified and target and (result.changed or target != file):

@@ -112,3 +112,11 @@ def test_cuda_source_where_ptx_is_needed_is_one_clear_error(command, code, messa
     result = CliRunner(env={"PTXTOOL_NVCC": "/nonexistent"}).invoke(main, [command, str(CORPUS / "src" / "reduce.cu")])
     assert result.exit_code == code, result.output
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr, result.stderr
+
+
+def test_optimize_warns_of_kernel_options_that_name_no_kernel(tmp_path):
+    out = tmp_path / "out.ptx"
+    result = run("optimize", PTX, "--noalias", "blok_sum", "--include", "block_*", "--exclude", "hist*", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert f"warning: --noalias blok_sum matches no kernel of {PTX} (kernels: block_sum, " in result.stderr
+    assert "--include block_*" not in result.stderr and "--exclude hist*" not in result.stderr  # hist*: _Z9histogram
