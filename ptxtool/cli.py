@@ -609,6 +609,8 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -
     from ptxtool.inspect import sass_listing
 
     source, functions = sass_listing(file, _inspect_settings(arch, None, None), kernel, not plain)
+    if not functions:
+        stderr_console().print(f"{source.display}: no SASS: ptxas keeps kernels (.entry) and the functions they call")
     ptx_lines = source.text.splitlines()
     out = []
     for name, entries in functions.items():
@@ -659,9 +661,10 @@ def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     bodies = [f for f in module.functions if f.body is not None]
     chosen = [f for f in bodies if f.name == kernel] if kernel else bodies
     if not chosen or (not kernel and len(chosen) > 1):
-        names = ", ".join(f.name for f in bodies) or "none"
+        names = ", ".join(f.name for f in bodies)
         what = f"no function named {kernel!r}" if kernel else "several functions: choose one with --kernel"
-        raise click.UsageError(f"{source.display}: {what} (functions with bodies: {names})")
+        what = f"{what} (functions with bodies: {names})" if bodies else "no kernel or function with a body to draw"
+        raise click.UsageError(f"{source.display}: {what}")
     cfg = build_cfg(chosen[0])
     text = cfg_dot(cfg, find_loops(cfg))
     if output and output.endswith(".svg"):

@@ -346,6 +346,9 @@ def inspect_files(
 # ---------------------------------------------------------------- sass listing
 
 
+_NO_SASS = "it has none: ptxas keeps kernels (.entry) and the functions they call"
+
+
 def sass_listing(
     path: str, options: Options, kernel: str | None, with_ptx: bool
 ) -> tuple[Source, dict[str, list[ListingLine]]]:
@@ -356,8 +359,7 @@ def sass_listing(
     functions = listing(compiled.cubin, with_ptx)
     if kernel is not None:
         if kernel not in functions:
-            raise InputError.at(
-                source.display, f"no function {kernel!r} in the SASS; there are: {', '.join(functions)}"
-            )
+            there = f"there are: {', '.join(functions)}" if functions else _NO_SASS
+            raise InputError.at(source.display, f"no function {kernel!r} in the SASS; {there}")
         functions = {kernel: functions[kernel]}
     return source, functions

@@ -120,3 +120,19 @@ def test_optimize_warns_of_kernel_options_that_name_no_kernel(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"warning: --noalias blok_sum matches no kernel of {PTX} (kernels: block_sum, " in result.stderr
     assert "--include block_*" not in result.stderr and "--exclude hist*" not in result.stderr  # hist*: _Z9histogram
+
+
+def test_module_without_kernels_says_so(tmp_path):
+    """cfg and sass on PTX with no kernel: a sentence about why there is nothing, not a wrong hint or silence."""
+    empty = tmp_path / "decl.ptx"
+    empty.write_text(".version 8.0\n.target sm_80\n.address_size 64\n.visible .func f()\n{\n\tret;\n}\n")
+    result = run("cfg", "-k", "g", str(empty))
+    assert result.exit_code == EXIT_INPUT and "no function named 'g' (functions with bodies: f)" in result.stderr
+    (tmp_path / "none.ptx").write_text(".version 8.0\n.target sm_80\n.address_size 64\n")
+    result = run("cfg", str(tmp_path / "none.ptx"))
+    assert result.exit_code == EXIT_INPUT and "none.ptx: no kernel or function with a body to draw" in result.stderr
+    result = run("sass", str(empty))
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "no SASS: ptxas keeps kernels (.entry) and the functions they call" in result.stderr
+    result = run("sass", "-k", "f", str(empty))
+    assert result.exit_code == EXIT_INPUT and "no function 'f' in the SASS; it has none: ptxas keeps" in result.stderr
