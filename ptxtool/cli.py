@@ -7,6 +7,7 @@ Exit codes (every command): 0 success, 1 the command found something (a file wou
 from __future__ import annotations
 
 import difflib
+import errno
 import json
 import sys
 from collections.abc import Callable
@@ -16,7 +17,15 @@ import click
 from rich.markup import escape
 
 from ptxtool import __version__
-from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_INTERNAL, EXIT_OK, InputError, PtxtoolError
+from ptxtool.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FOUND,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    InputError,
+    PtxtoolError,
+)
 from ptxtool.report.console import print_diagnostic, stderr_console
 from ptxtool.sources import STDIN, parse_source, read_source, write_atomic
 
@@ -28,7 +37,10 @@ def _guarded(command: Callable) -> Callable:
     def run(*args, **kwargs):
         ctx = click.get_current_context()
         try:
-            return command(*args, **kwargs)
+            try:
+                return command(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the guard, not at exit
         except PtxtoolError as error:
             _report(error)
             ctx.exit(error.exit_code)
@@ -37,6 +49,11 @@ def _guarded(command: Callable) -> Callable:
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(EXIT_OK)
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            stderr_console().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
+            ctx.exit(EXIT_ENVIRONMENT)
         except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
             if ctx.find_root().params.get("debug"):
                 raise

@@ -3,6 +3,10 @@ docs/cli.md and one clear line on stderr, never an internal error."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from click.testing import CliRunner
 from conftest import SAMPLES
@@ -136,3 +140,14 @@ def test_module_without_kernels_says_so(tmp_path):
     assert "no SASS: ptxas keeps kernels (.entry) and the functions they call" in result.stderr
     result = run("sass", "-k", "f", str(empty))
     assert result.exit_code == EXIT_INPUT and "no function 'f' in the SASS; it has none: ptxas keeps" in result.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["fmt", PTX], ["parse", "--json", PTX], ["doctor"]])
+def test_full_disk_on_stdout_is_an_environment_problem(args):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ptxtool.cli", *args], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip() == "error: cannot write: No space left on device"
