@@ -124,12 +124,15 @@ def test_three_files_is_a_usage_error() -> None:
 
 
 @pytest.mark.skipif(probe() is None, reason="a GPU driver is present")
-@pytest.mark.parametrize("command", ["run", "bench"])
-def test_no_driver_exits_3_with_a_clear_message(command: str) -> None:
+@pytest.mark.parametrize("command", ["run", "bench", "optimize"])
+def test_no_driver_exits_3_with_a_clear_message(command: str, tmp_path) -> None:
     ptx = str(SAMPLES / "elementwise.sm90.ptx")
-    result = invoke(command, ptx, "--spec", str(SAMPLES / "saxpy.toml"), "--json")
+    spec = str(SAMPLES / "saxpy.toml")
+    gpu = ["--spec", spec] if command != "optimize" else ["--verify-gpu", spec, "-o", str(tmp_path / "out.ptx")]
+    result = invoke(command, ptx, *gpu, "--json")
     assert result.exit_code == 3, result.output
-    assert "no CUDA driver: `ptxtool run` and `bench` need an NVIDIA GPU" in result.output
+    assert "no CUDA driver: `run`, `bench` and `optimize --verify-gpu` need an NVIDIA GPU" in result.output
+    assert not (tmp_path / "out.ptx").exists()
     assert "Traceback" not in result.output
     with pytest.raises(json.JSONDecodeError):
         json.loads(result.stdout or "x")  # nothing half-written on stdout

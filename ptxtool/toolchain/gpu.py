@@ -15,7 +15,7 @@ import numpy as np
 from ptxtool.errors import EXIT_FOUND, Diagnostic, EnvironmentProblem, InputError, Location, PtxtoolError
 
 _LOG_BYTES = 64 * 1024
-_NO_DRIVER = "no CUDA driver: `ptxtool run` and `bench` need an NVIDIA GPU and its driver"
+_NO_DRIVER = "no CUDA driver: `run`, `bench` and `optimize --verify-gpu` need an NVIDIA GPU and its driver"
 _JIT_LINE = re.compile(r"line (\d+); (error|warning)\s*:\s*(.*)")
 
 
