@@ -21,10 +21,14 @@ def find_pyproject(start: Path | None = None) -> Path | None:
 def read_toml(path: Path) -> dict:
     """A TOML file as a dict; InputError at the offending line when it is not valid TOML."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        return tomllib.loads(data.decode("utf-8"))
     except OSError as error:
         raise InputError.at(str(path), f"cannot read: {error.strerror or error}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise InputError.at(str(path), "not valid TOML: not UTF-8 text", line) from None
+    except tomllib.TOMLDecodeError as error:
         message = str(error)
         line = int(message.rsplit("line ", 1)[1].split(",")[0]) if "(at line " in message else 0
         raise InputError.at(str(path), f"not valid TOML: {message.split(' (at line')[0]}", line) from None

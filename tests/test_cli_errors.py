@@ -151,3 +151,11 @@ def test_full_disk_on_stdout_is_an_environment_problem(args):
         )
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip() == "error: cannot write: No space left on device"
+
+
+def test_budget_that_is_not_utf8_names_its_line(tmp_path):
+    budget = tmp_path / "budget.toml"
+    budget.write_bytes(b'[kernels."*"]\n# caf\xe9\nmax_registers = 64\n')
+    result = run("inspect", "--budget", str(budget), PTX)
+    assert result.exit_code == EXIT_INPUT
+    assert result.stderr.strip() == f"{budget}:2: error: not valid TOML: not UTF-8 text"
