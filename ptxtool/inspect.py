@@ -18,7 +18,7 @@ from pathlib import Path
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
-from ptxtool.sources import Source, parse_source, read_source
+from ptxtool.sources import STDIN, Source, parse_source, read_source
 from ptxtool.syntax import ast
 from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
@@ -325,7 +325,7 @@ def inspect_files(
     `advance` is called once per finished file (for a progress bar). An environment problem stops everything."""
     jobs = min(len(paths), jobs or os.cpu_count() or 1)
     results: list[FileReport | Failure] = []
-    if jobs <= 1:
+    if jobs <= 1 or STDIN in paths:  # stdin belongs to this process
         for path in paths:
             results.append(_inspect_one(path, options))
             if advance:

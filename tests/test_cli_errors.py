@@ -3,9 +3,11 @@ docs/cli.md and one clear line on stderr, never an internal error."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -159,3 +161,14 @@ def test_budget_that_is_not_utf8_names_its_line(tmp_path):
     result = run("inspect", "--budget", str(budget), PTX)
     assert result.exit_code == EXIT_INPUT
     assert result.stderr.strip() == f"{budget}:2: error: not valid TOML: not UTF-8 text"
+
+
+@pytest.mark.parametrize("command", ["inspect", "lint"])
+def test_stdin_beside_files_is_read_in_parallel_runs(command):
+    """Worker processes have no stdin: `-` must be read where it is, whatever -j says."""
+    text = Path(PTX).read_text()
+    result = CliRunner().invoke(main, [command, "-j", "2", "-", PTX, "--json"], input=text)
+    assert result.exit_code in (0, 1), result.output
+    assert "<stdin>: error" not in result.stderr
+    paths = {f["path"] for f in json.loads(result.stdout)["files"]} if command == "inspect" else None
+    assert paths is None or paths == {"<stdin>", PTX}
