@@ -654,7 +654,7 @@ def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.
 
     \b
-    No -o: dot text on stdout. -o cfg.dot writes the text; -o cfg.svg renders it
+    No -o: dot text on stdout. -o cfg.dot (or .gv) writes the text; -o cfg.svg renders it
     with graphviz's `dot` (exit 3 when graphviz is not installed).
     Loops are nested boxes titled with their induction variables; back edges are dashed.
 
@@ -673,6 +673,11 @@ def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     from ptxtool.analysis.pictures import cfg_dot
     from ptxtool.errors import EnvironmentProblem
 
+    if output and not output.endswith((".dot", ".gv", ".svg")):
+        raise click.UsageError(
+            f"-o {output}: cfg writes .dot/.gv (dot text) or .svg; for other formats pipe the text to graphviz, "
+            "e.g. `ptxtool cfg k.ptx | dot -Tpng > cfg.png`"
+        )
     source = read_source(file)
     module = parse_source(source)
     bodies = [f for f in module.functions if f.body is not None]

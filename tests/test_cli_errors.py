@@ -172,3 +172,10 @@ def test_stdin_beside_files_is_read_in_parallel_runs(command):
     assert "<stdin>: error" not in result.stderr
     paths = {f["path"] for f in json.loads(result.stdout)["files"]} if command == "inspect" else None
     assert paths is None or paths == {"<stdin>", PTX}
+
+
+def test_cfg_output_it_cannot_make_is_a_usage_error(tmp_path):
+    """Dot text in a file named .png would be a broken image: say how to get one instead."""
+    out = tmp_path / "cfg.png"
+    result = run("cfg", PTX, "-k", "block_sum", "-o", str(out))
+    assert result.exit_code == EXIT_INPUT and "dot -Tpng" in result.stderr and not out.exists()
