@@ -76,6 +76,11 @@ def _report(error: PtxtoolError) -> None:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", markup=True)
 
 
+def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`-o -` means stdout, as everywhere else on the command line (not a file named `-`)."""
+    return None if value == STDIN else value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="ptxtool")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
@@ -169,7 +174,13 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 
 @main.command("fmt")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the result here.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    callback=_dash_is_stdout,
+    help="Write the result here (- for stdout).",
+)
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite each file in place (atomically).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
@@ -648,7 +659,13 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -
 @main.command("cfg")
 @click.argument("file", metavar="FILE")
 @click.option("--kernel", "-k", help="The kernel (or function) to draw; needed when FILE has several.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write .dot text or .svg here.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    callback=_dash_is_stdout,
+    help="Write .dot text or .svg here (- for stdout).",
+)
 @_guarded
 def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.
@@ -913,7 +930,9 @@ def _warn_unmatched(console, result, options: dict) -> None:
 
 @main.command("optimize")
 @click.argument("file", metavar="FILE")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the optimized PTX here.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the optimized PTX here."
+)
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
 @click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
 @click.option("--arch", help="Verify for this target (e.g. sm_90) instead of the module's .target.")

@@ -179,3 +179,14 @@ def test_cfg_output_it_cannot_make_is_a_usage_error(tmp_path):
     out = tmp_path / "cfg.png"
     result = run("cfg", PTX, "-k", "block_sum", "-o", str(out))
     assert result.exit_code == EXIT_INPUT and "dot -Tpng" in result.stderr and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "starts"),
+    [(["fmt", PTX], "//"), (["cfg", PTX, "-k", "block_sum"], 'digraph "block_sum"'), (["optimize", PTX], "//")],
+)
+def test_output_dash_is_stdout(args, starts, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run(*args, "-o", "-")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(starts) and not (tmp_path / "-").exists()
