@@ -29,6 +29,8 @@ from ptxtool.errors import (
 from ptxtool.report.console import print_diagnostic, stderr_console
 from ptxtool.sources import STDIN, parse_source, read_source, write_atomic
 
+EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
+
 
 def _guarded(command: Callable) -> Callable:
     """Run a command body so that user errors print cleanly and bugs print one line (a traceback with --debug)."""
@@ -49,6 +51,9 @@ def _guarded(command: Callable) -> Callable:
         except BrokenPipeError:
             sys.stderr.close()
             ctx.exit(EXIT_OK)
+        except KeyboardInterrupt:
+            stderr_console().print("interrupted", markup=False, highlight=False)
+            ctx.exit(EXIT_INTERRUPTED)
         except OSError as error:
             if error.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise

@@ -190,3 +190,14 @@ def test_output_dash_is_stdout(args, starts, tmp_path, monkeypatch):
     result = run(*args, "-o", "-")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(starts) and not (tmp_path / "-").exists()
+
+
+def test_ctrl_c_is_exit_130_not_found_something(monkeypatch):
+    import ptxtool.syntax
+
+    def interrupted(module):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ptxtool.syntax, "format_module", interrupted)
+    result = run("fmt", "--check", PTX)
+    assert result.exit_code == 130 and result.stderr.strip() == "interrupted"
