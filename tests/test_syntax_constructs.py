@@ -270,3 +270,16 @@ def test_function_attribute_after_func(assemble) -> None:
 def test_not_ptx_is_rejected() -> None:
     with pytest.raises(ParseError):
         parse(".version 9.0\n.target sm_90\n.visible .entry k(\n{\n\tret;\n}\n")
+
+
+def test_glued_attributes_stay_glued_and_are_still_separate_attributes(assemble) -> None:
+    text = (SAMPLES / "glued_attributes.ptx").read_text()
+    module = parse(text)
+    f, g = module.functions
+    assert [a.word for a in f.returns[0].attributes] == [".reg", ".u64"] and f.returns[0].attributes[1].glued
+    inner = [s for s in g.body.statements if isinstance(s, ast.Block)][0]
+    assert inner.statements[0].has(".reg") and inner.statements[0].has(".b16")
+    out = format_module(module)
+    assert "(.reg.u64 r) f(" in out and "\t.param.u64 tmp;" in out and "\t\t.reg.b16 hl, hu;" in out
+    assert ".visible .func" in out  # blanks stay where they were
+    assert assemble(out)[0] is not None

@@ -179,6 +179,7 @@ class Attribute:
     word: str
     number: Immediate | None = None
     args: tuple[Attribute | Name | Immediate, ...] | None = None
+    glued: bool = False  # written right after the attribute before it, with no blank: the `.b16` of `.reg.b16`
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ and goes on, so one file reports all its broken lines at once.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 from dataclasses import dataclass
@@ -110,6 +111,8 @@ class _Located(NamedTuple):
     node: object
     line: int
     column: int
+    start: int = -1  # offsets in the text, to see attributes written with no blank between them
+    end: int = -1
 
 
 class _Params(tuple):
@@ -219,10 +222,12 @@ class _Build:
 
     # -- declarations
     def attr_word(self, word):
-        return _Located(ast.Attribute(str(word)), word.line, word.column)
+        end = word.start_pos + len(word.value)
+        return _Located(ast.Attribute(word.value), word.line, word.column, word.start_pos, end)
 
     def attr_number(self, word, number):
-        return _Located(ast.Attribute(str(word), number=self._imm(number)), word.line, word.column)
+        node = ast.Attribute(word.value, number=self._imm(number))
+        return _Located(node, word.line, word.column, word.start_pos, number.start_pos + len(number.value))
 
     def attr_call(self, word, args):
         return _Located(ast.Attribute(str(word), args=args), word.line, word.column)
@@ -231,7 +236,11 @@ class _Build:
         return tuple(a.node if isinstance(a, _Located) else self._value(a) for a in args)
 
     def attributes(self, *located):
-        return _Located(tuple(a.node for a in located), located[0].line, located[0].column)
+        nodes = [located[0].node]
+        for before, a in zip(located, located[1:], strict=False):
+            glued = a.start >= 0 and a.start == before.end
+            nodes.append(dataclasses.replace(a.node, glued=True) if glued else a.node)
+        return _Located(tuple(nodes), located[0].line, located[0].column)
 
     def declaration(self, attrs, *declarators):
         return ast.Declaration(
@@ -287,7 +296,7 @@ class _Build:
         for child in children:
             if isinstance(child, _Located):
                 if kind is None:
-                    attrs, line, column = child
+                    attrs, line, column = child.node, child.line, child.column
                 else:
                     kind_attrs = child.node
             elif isinstance(child, Token) and child.type in ("ENTRY", "FUNC"):

@@ -42,6 +42,11 @@ def _attribute(a: ast.Attribute) -> str:
     return a.word
 
 
+def _attributes(attributes: tuple[ast.Attribute, ...]) -> str:
+    """Attributes separated by blanks, except where they were written glued together (`.reg.b16`)."""
+    return "".join(("" if a.glued or not i else " ") + _attribute(a) for i, a in enumerate(attributes))
+
+
 def _declarator(d: ast.Declarator) -> str:
     text = d.name
     if d.count is not None:
@@ -57,7 +62,7 @@ def _dims(dims: tuple[ast.Operand | None, ...]) -> str:
 
 
 def _param(p: ast.Param) -> str:
-    return " ".join([*map(_attribute, p.attributes), p.name + _dims(p.dims)])
+    return _attributes(p.attributes) + " " + p.name + _dims(p.dims)
 
 
 def _perf(d: ast.PerfDirective) -> str:
@@ -128,7 +133,7 @@ def _directive(d: ast.Directive) -> str:
 
 
 def _declaration(d: ast.Declaration) -> str:
-    return " ".join(map(_attribute, d.attributes)) + " " + ", ".join(map(_declarator, d.declarators)) + ";"
+    return _attributes(d.attributes) + " " + ", ".join(map(_declarator, d.declarators)) + ";"
 
 
 def _call_prototype(c: ast.CallPrototype) -> str:
@@ -202,7 +207,8 @@ class _Writer:
     def function(self, f: ast.Function) -> None:
         if f.leading:
             self.comments(f.leading, "")
-        head = [*(_attribute(a) for a in f.attributes), f.kind, *(_attribute(a) for a in f.kind_attributes)]
+        head = [_attributes(f.attributes), f.kind, _attributes(f.kind_attributes)]
+        head = [h for h in head if h]
         if f.returns is not None:
             head.append(_params(f.returns, False))
         head = " ".join(head) + " " + f.name + _params(f.params, True)
