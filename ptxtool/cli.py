@@ -553,7 +553,9 @@ def inspect_command(
     violations = (checks.check_budget(limits, reports) if limits else []) + (
         checks.check_baseline(before, baseline, reports) if before else []
     )
-    if update_baseline:
+    if update_baseline and failures:  # a baseline without the failed files' kernels would stop guarding them
+        console.print(f"baseline {baseline} not written: {len(failures)} input(s) failed", markup=False)
+    elif update_baseline:
         checks.write_baseline(baseline, reports)
         console.print(f"wrote baseline {baseline} ({sum(len(r.kernels) for r in reports)} kernels)")
     if as_json or sarif:

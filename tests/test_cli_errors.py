@@ -201,3 +201,10 @@ def test_ctrl_c_is_exit_130_not_found_something(monkeypatch):
     monkeypatch.setattr(ptxtool.syntax, "format_module", interrupted)
     result = run("fmt", "--check", PTX)
     assert result.exit_code == 130 and result.stderr.strip() == "interrupted"
+
+
+def test_update_baseline_writes_nothing_when_an_input_failed(tmp_path):
+    baseline = tmp_path / "base.json"
+    result = run("inspect", PTX, str(tmp_path / "missing.ptx"), "--baseline", str(baseline), "--update-baseline")
+    assert result.exit_code == EXIT_INPUT
+    assert not baseline.exists() and f"baseline {baseline} not written: 1 input(s) failed" in result.stderr
