@@ -565,7 +565,7 @@ def inspect_command(
 
         tools = {"ptxtool": __version__, "ptxas": find_tool("ptxas").version}
         document = (
-            inspect_document(reports, violations, tools)
+            inspect_document(reports, violations, tools, [d for f in failures for d in f.diagnostics])
             if as_json
             else sarif_document(reports, violations, __version__, [d for f in failures for d in f.diagnostics])
         )

@@ -208,3 +208,14 @@ def test_update_baseline_writes_nothing_when_an_input_failed(tmp_path):
     result = run("inspect", PTX, str(tmp_path / "missing.ptx"), "--baseline", str(baseline), "--update-baseline")
     assert result.exit_code == EXIT_INPUT
     assert not baseline.exists() and f"baseline {baseline} not written: 1 input(s) failed" in result.stderr
+
+
+def test_inspect_json_lists_the_inputs_that_failed(tmp_path):
+    broken = tmp_path / "broken.ptx"
+    broken.write_text(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tmov.u32 %r1 2;\n}\n")
+    result = run("inspect", "--json", PTX, str(broken))
+    assert result.exit_code == EXIT_INPUT
+    document = json.loads(result.stdout)
+    assert [f["path"] for f in document["files"]] == [PTX]
+    [error] = document["errors"]
+    assert (error["path"], error["line"], error["column"]) == (str(broken), 6, 14)

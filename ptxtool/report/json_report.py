@@ -24,8 +24,9 @@ def _kernel(k) -> dict:
     }
 
 
-def inspect_document(reports: list, violations: list, tools: dict[str, str]) -> dict:
-    """The whole result of one `inspect` run: tool versions, each file's kernels, and every violation."""
+def inspect_document(reports: list, violations: list, tools: dict[str, str], errors: list | tuple = ()) -> dict:
+    """The whole result of one `inspect` run: tool versions, each file's kernels, every violation, and the
+    diagnostics of inputs that could not be read, parsed or assembled."""
     return {
         "schema": SCHEMA,
         "tools": tools,
@@ -42,4 +43,8 @@ def inspect_document(reports: list, violations: list, tools: dict[str, str]) -> 
             for r in reports
         ],
         "violations": [asdict(v) for v in violations],
+        "errors": [
+            {"path": d.location.path, "line": d.location.line, "column": d.location.column, "message": d.message}
+            for d in errors
+        ],
     }
