@@ -123,7 +123,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 
     FILE may be `-` for stdin. Every syntax error in a file is reported as
     `file:line:col: error: ...` with the offending line; the exit code is then 2.
-    With --json, stdout holds one JSON document: {"schema": ..., "files": [{"path", "module"}]}.
+    With --json, stdout holds one JSON document: {"schema": ..., "files": [{"path", "module"}], "errors": [...]}.
 
 
     \b
@@ -166,7 +166,12 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
             f"{count} instruction{'s' * (count != 1)}"
         )
     if as_json:
-        json.dump({"schema": SCHEMA, "files": documents}, sys.stdout, indent=1)
+        errors = [
+            {"path": d.location.path, "line": d.location.line, "column": d.location.column, "message": d.message}
+            for f in failures
+            for d in f.diagnostics
+        ]
+        json.dump({"schema": SCHEMA, "files": documents, "errors": errors}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     if failures:
         sys.exit(EXIT_INPUT)

@@ -219,3 +219,13 @@ def test_inspect_json_lists_the_inputs_that_failed(tmp_path):
     assert [f["path"] for f in document["files"]] == [PTX]
     [error] = document["errors"]
     assert (error["path"], error["line"], error["column"]) == (str(broken), 6, 14)
+
+
+def test_parse_json_lists_the_inputs_that_failed(tmp_path):
+    broken = tmp_path / "broken.ptx"
+    broken.write_text(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tmov.u32 %r1 2;\n}\n")
+    result = run("parse", "--json", PTX, str(broken))
+    assert result.exit_code == EXIT_INPUT
+    document = json.loads(result.stdout)
+    assert [f["path"] for f in document["files"]] == [PTX]
+    assert [(e["path"], e["line"], e["column"]) for e in document["errors"]] == [(str(broken), 6, 14)]
