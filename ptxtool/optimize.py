@@ -95,7 +95,9 @@ class OptimizeResult:
 
 
 def settings_from_config(table: dict[str, Any], where: str) -> tuple[tuple[str, ...], Settings]:
-    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]`; InputError on unknown keys."""
+    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]`; InputError on unknown keys.
+    `store-hint` is `store_hint`: keys are spelled like the flags and the other tables too."""
+    table = {key.replace("-", "_"): value for key, value in table.items()}
     known = {"passes", "noalias", "store_hint", "include", "exclude", *POLICIES}
     unknown = sorted(set(table) - known)
     if unknown:

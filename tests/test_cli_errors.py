@@ -229,3 +229,14 @@ def test_parse_json_lists_the_inputs_that_failed(tmp_path):
     document = json.loads(result.stdout)
     assert [f["path"] for f in document["files"]] == [PTX]
     assert [(e["path"], e["line"], e["column"]) for e in document["errors"]] == [(str(broken), 6, 14)]
+
+
+def test_optimize_config_keys_may_be_spelled_like_the_flags(tmp_path, monkeypatch):
+    from ptxtool.optimize import settings_from_config
+
+    _, settings = settings_from_config({"store-hint": "L1::no_allocate", "l2-evict-first": True}, "pyproject.toml")
+    assert settings.store_hint == "L1::no_allocate" and settings.l2_evict_first.enabled
+    (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.optimize]\nstore-hint = "sometimes"\n')
+    monkeypatch.chdir(tmp_path)
+    result = run("optimize", PTX)
+    assert result.exit_code == EXIT_INPUT and "store_hint must be one of ['cs', 'L1::no_allocate']" in result.stderr
