@@ -97,10 +97,13 @@ def main(debug: bool) -> None:
       ptxtool parse --check kernel.ptx       parses? legal for its .target/.version?
       ptxtool fmt --check *.ptx              exit 1 if a file is not in canonical layout
       ptxtool inspect k.ptx                  registers, spills, occupancy, SASS per kernel
+      ptxtool sass k.ptx -k my_kernel        the SASS under each PTX line it came from
+      ptxtool cfg k.ptx -k my_kernel -o g.svg   control-flow graph, loops marked
       ptxtool inspect --budget b.toml *.ptx  CI: exit 1 on budget violations (--sarif)
       ptxtool lint *.ptx                     rules with ids; `ptxtool lint --explain ID`
       ptxtool optimize k.ptx -o opt.ptx      cache-operator rewriting, verified in SASS
       ptxtool run a.ptx b.ptx --spec s.toml  GPU: same inputs, outputs compared bit for bit
+      ptxtool bench a.ptx b.ptx --spec s.toml   GPU: median times and the ratio B/A
       ptxtool doctor                         which ptxas/nvdisasm/driver ptxtool uses
 
     Each command has --help with more; docs/ in the repository has the details.

@@ -31,6 +31,7 @@ def test_help_has_examples_and_exit_codes(name):
     assert used <= known, f"{name} --help examples use unknown options {sorted(used - known)}"
 
 
-def test_main_help_lists_exit_codes():
+def test_main_help_has_an_example_of_every_command_and_the_exit_codes():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0 and "Exit codes: 0 ok, 1 found something" in result.stdout
+    assert {n for n in COMMANDS if f"  ptxtool {n} " not in result.stdout} == set(), "commands without an example"
