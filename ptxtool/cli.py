@@ -372,7 +372,8 @@ def run_command(
     and a guard zone after each buffer catches writes past its end. A is run twice per trial first: if it
     differs from itself the kernel is nondeterministic, and the spec must give its outputs a tolerance.
     A .cubin file is loaded as it is (give the kernel's exact name).
-    Exit 0: identical (or within tolerance); 1: outputs differ, a fault, or an overrun; 3: no GPU driver.
+    Exit 0: identical (or within tolerance); 1: outputs differ, a fault, or an overrun; 2: bad input or spec;
+    3: no GPU driver.
 
 
     \b
