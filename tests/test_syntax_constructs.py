@@ -283,3 +283,13 @@ def test_glued_attributes_stay_glued_and_are_still_separate_attributes(assemble)
     assert "(.reg.u64 r) f(" in out and "\t.param.u64 tmp;" in out and "\t\t.reg.b16 hl, hu;" in out
     assert ".visible .func" in out  # blanks stay where they were
     assert assemble(out)[0] is not None
+
+
+def test_blanks_around_word_joining_operators_are_kept() -> None:
+    """`7&~1` is one word to a reader (or the round-trip oracle) and `7 & ~1` three: fmt keeps what was written,
+    and drops blanks only around operators that separate words anyway (`+`, `<<`, `|`)."""
+    initializers = "7 & ~1, 7&~1, - 3, -3, 1 ? 2 : 3, 4*2, 4 * 2, 9 % 4, 1 + 2, 1 << 4"
+    text = f".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 t[10] = {{{initializers}}};\n"
+    out = format_module(parse(text))
+    assert "{7 & ~1, 7&~1, - 3, -3, 1 ? 2:3, 4*2, 4 * 2, 9 % 4, 1+2, 1<<4};" in out
+    assert format_module(parse(out)) == out

@@ -87,19 +87,23 @@ class ParenList:
 
 @dataclass(frozen=True, slots=True)
 class Unary:
-    """A constant expression `-x`, `!x` or `~x` (a minus before a literal is folded into the literal instead)."""
+    """A constant expression `-x`, `!x` or `~x` (a minus written right before a literal is folded into it)."""
 
     op: str
     operand: Operand
+    blank_after: bool = field(default=False, compare=False)  # `- 3`: kept (unspaced, `-` and `~` join words)
 
 
 @dataclass(frozen=True, slots=True)
 class Binary:
-    """A constant expression `a*b`, `1<<20`: C operators and precedence, printed without blanks."""
+    """A constant expression `a*b`, `1<<20`: C operators and precedence. Blanks around an operator that does not
+    separate words (`- * / % & && ^`) are kept as written; around the others (`+ << < == |`...) there are none."""
 
     op: str
     left: Operand
     right: Operand
+    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
+    blank_after: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +115,13 @@ class Paren:
 
 @dataclass(frozen=True, slots=True)
 class Conditional:
-    """A constant expression `c ? a : b`."""
+    """A constant expression `c ? a : b` (blanks around `?` kept as written)."""
 
     condition: Operand
     if_true: Operand
     if_false: Operand
+    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
+    blank_after: bool = field(default=False, compare=False)
 
 
 Operand = (
@@ -179,7 +185,7 @@ class Attribute:
     word: str
     number: Immediate | None = None
     args: tuple[Attribute | Name | Immediate, ...] | None = None
-    glued: bool = False  # written right after the attribute before it, with no blank: the `.b16` of `.reg.b16`
+    glued: bool = field(default=False, compare=False)  # written with no blank before it: the `.b16` of `.reg.b16`
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +288,12 @@ class Directive(Owner):
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """`a-b` between two labels in debug-section data."""
+    """`a-b` between two labels in debug-section data (blanks around `-` kept as written)."""
 
     left: Name
     right: Name
+    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
+    blank_after: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ class LexSession:
 
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
+    text: str = ""  # the text being lexed: node builders look at the blanks around some operators
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 
@@ -70,6 +71,7 @@ class PtxLexer:
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
+        session.text = text
         keywords, punctuation = self.keywords, self.punctuation
         comments, errors = session.comments, session.errors
         count = text.count

@@ -215,7 +215,7 @@ class _Build:
         return ast.SymbolOffset(self._name(symbol), self._signed(offset))
 
     def v_difference(self, left, minus, right):
-        return ast.Difference(self._name(left), self._name(right))
+        return ast.Difference(self._name(left), self._name(right), *self._blanks(minus))
 
     def label(self, word):
         return ast.Label(str(word), line=word.line, column=word.column, end_line=self.session.prev_line)
@@ -430,19 +430,26 @@ class _Build:
         self.depths[id(node)] = depth
         return node
 
+    def _blanks(self, op: Token) -> tuple[bool, bool]:
+        """Whether blanks stand right before and right after an operator token in the text."""
+        text, start, end = self.session.text, op.start_pos, op.start_pos + len(op.value)
+        return (start > 0 and text[start - 1].isspace(), end < len(text) and text[end].isspace())
+
     def e_binary(self, left, op, right):
-        return self._nested(ast.Binary(op.value, left, right), op, left, right)
+        before, after = self._blanks(op) if op.value in WORD_JOINING else (False, False)
+        return self._nested(ast.Binary(op.value, left, right, before, after), op, left, right)
 
     def e_unary(self, op, operand):
-        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-"):
+        after = op.value in WORD_JOINING and self._blanks(op)[1]
+        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-") and not after:
             return self._imm("-" + operand.text)
-        return self._nested(ast.Unary(op.value, operand), op, operand)
+        return self._nested(ast.Unary(op.value, operand, after), op, operand)
 
     def e_paren(self, inner):
         return ast.Paren(inner)
 
-    def e_conditional(self, condition, if_true, if_false):
-        return ast.Conditional(condition, if_true, if_false)
+    def e_conditional(self, condition, qmark, if_true, if_false):
+        return ast.Conditional(condition, if_true, if_false, *self._blanks(qmark))
 
 
 def _lex_issue(token: Token, message: str):
@@ -473,6 +480,9 @@ _lock = threading.Lock()  # the node builder holds per-parse state
 
 
 MAX_EXPRESSION_DEPTH = 100
+# operators made of characters that join the words beside them (`7&1` is one word, `7 & 1` three): a tool that
+# reads PTX by words, like a diff, sees their blanks, so the blanks are kept as written
+WORD_JOINING = frozenset({"-", "*", "/", "%", "&", "&&", "^", "~"})
 MAX_LINE = 16 << 20  # characters; compilers' longest lines (data initializers) stay far below
 
 

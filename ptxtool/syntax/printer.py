@@ -21,8 +21,11 @@ def _seq(items) -> str:
 
 
 def _joined(left: str, right: str) -> str:
-    """`left + right`, with a blank where they would run two minus signs together (`- -3`, not `--3`)."""
-    return left + " " + right if left.endswith("-") and right.startswith("-") else left + right
+    """`left + right`, with a blank where the two would merge into other words: two minus signs (`- -3`, not
+    `--3`), or `%` before a name character (`7 % 3`: `%3` is a register)."""
+    if (left.endswith("-") and right.startswith("-")) or (left.endswith("%") and right[:1].isalnum()):
+        return left + " " + right
+    return left + right
 
 
 def _address(a: ast.Address) -> str:
@@ -76,12 +79,20 @@ INLINE: dict[type, Callable[[object], str]] = {
     ast.Not: lambda n: "!" + n.name.text,
     ast.PredPair: lambda n: f"{inline(n.first)}|{n.second.text}",
     ast.SymbolOffset: lambda n: f"{n.symbol.text}+{n.offset.text}",
-    ast.Difference: lambda n: f"{n.left.text}-{n.right.text}",
+    ast.Difference: lambda n: n.left.text + " " * n.blank_before + "-" + " " * n.blank_after + n.right.text,
     ast.Address: _address,
-    ast.Unary: lambda n: _joined(n.op, inline(n.operand)),
-    ast.Binary: lambda n: _joined(inline(n.left) + (" % " if n.op == "%" else n.op), inline(n.right)),  # `%3`: a name
+    ast.Unary: lambda n: _joined(n.op + " " * n.blank_after, inline(n.operand)),
+    ast.Binary: lambda n: _joined(inline(n.left) + " " * n.blank_before + n.op + " " * n.blank_after, inline(n.right)),
     ast.Paren: lambda n: "(" + inline(n.inner) + ")",
-    ast.Conditional: lambda n: f"{inline(n.condition)}?{inline(n.if_true)}:{inline(n.if_false)}",
+    ast.Conditional: lambda n: (
+        inline(n.condition)
+        + " " * n.blank_before
+        + "?"
+        + " " * n.blank_after
+        + inline(n.if_true)
+        + ":"
+        + inline(n.if_false)
+    ),
     ast.Vector: lambda n: "{" + _seq(n.items) + "}",
     ast.ParenList: lambda n: "(" + _seq(n.items) + ")",
     ast.Generic: lambda n: f"generic({n.symbol.text})" + (f"+{n.offset.text}" if n.offset else ""),
