@@ -240,3 +240,11 @@ def test_optimize_config_keys_may_be_spelled_like_the_flags(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     result = run("optimize", PTX)
     assert result.exit_code == EXIT_INPUT and "store_hint must be one of ['cs', 'L1::no_allocate']" in result.stderr
+
+
+def test_nvjitlink_with_a_target_it_does_not_know_is_bad_input():
+    """nvJitLink started fine: the target is the user's mistake, not a missing install (exit 3)."""
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    result = run("inspect", "--backend", "nvjitlink", "--arch", "sm_999", PTX)
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert result.stderr.strip() == f"{PTX}: error: nvJitLink does not know the target sm_999"

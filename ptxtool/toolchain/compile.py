@@ -124,6 +124,8 @@ def _run_nvjitlink(text: str, path: str, arch: str, options: list[str]) -> tuple
     try:
         handle = nvjitlink.create(len(flags), flags)
     except Exception as error:  # noqa: BLE001 - a missing libnvJitLink shows up here, as several exception types
+        if "UNRECOGNIZED_ARCH" in str(error):  # it started, and the target is the user's
+            raise InputError.at(path, f"nvJitLink does not know the target {arch}") from None
         raise EnvironmentProblem(
             f"nvJitLink cannot start ({type(error).__name__}: {str(error).splitlines()[0]}); "
             "install it with `pip install 'nvidia-nvjitlink>=13,<14'`, or use --backend ptxas"
