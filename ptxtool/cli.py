@@ -272,8 +272,8 @@ def _print_diff(name: str, before: str, after: str, colour: bool) -> None:
     old, new = (name, name) if name.startswith(("/", "<")) else (f"a/{name}", f"b/{name}")
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), old, new)
     for line in lines:
-        if not line.endswith("\n"):
-            line += "\n"
+        if not line.endswith("\n"):  # the marker `patch` and `git apply` need, on a line of its own
+            line += "\n\\ No newline at end of file\n"
         if colour:
             code = {"+": "32", "-": "31", "@": "36"}.get(line[:1])
             if line.startswith(("+++", "---")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -248,3 +249,16 @@ def test_nvjitlink_with_a_target_it_does_not_know_is_bad_input():
     result = run("inspect", "--backend", "nvjitlink", "--arch", "sm_999", PTX)
     assert result.exit_code == EXIT_INPUT, result.output
     assert result.stderr.strip() == f"{PTX}: error: nvJitLink does not know the target sm_999"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git apply")
+def test_fmt_diff_of_a_file_without_final_newline_applies(tmp_path):
+    """The diff is a patch: `git apply` of it gives the formatted file, final newline included."""
+    name = "k.ptx"
+    (tmp_path / name).write_text(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}")
+    result = subprocess.run(
+        [sys.executable, "-m", "ptxtool.cli", "fmt", "--diff", name], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "\\ No newline at end of file\n" in result.stdout
+    subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=result.stdout, text=True, check=True)
+    assert run("fmt", "--check", str(tmp_path / name)).exit_code == 0
