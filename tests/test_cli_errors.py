@@ -262,3 +262,16 @@ def test_fmt_diff_of_a_file_without_final_newline_applies(tmp_path):
     assert "\\ No newline at end of file\n" in result.stdout
     subprocess.run(["git", "apply", "-"], cwd=tmp_path, input=result.stdout, text=True, check=True)
     assert run("fmt", "--check", str(tmp_path / name)).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["inspect", "lint"])
+def test_sarif_uris_are_percent_encoded(command, tmp_path, monkeypatch):
+    """SARIF's artifactLocation.uri is a URI: a space or a non-ASCII letter in a file name is %-encoded."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my kernel ü.ptx").write_text(Path(PTX).read_text())
+    (tmp_path / "b.toml").write_text('[kernels."*"]\nmax_registers = 1\n')
+    extra = ["--budget", "b.toml"] if command == "inspect" else []
+    result = run(command, "--sarif", *extra, "my kernel ü.ptx")
+    results = json.loads(result.stdout)["runs"][0]["results"]
+    uris = {place["physicalLocation"]["artifactLocation"]["uri"] for r in results for place in r["locations"]}
+    assert uris == {"my%20kernel%20%C3%BC.ptx"}

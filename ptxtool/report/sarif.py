@@ -4,6 +4,7 @@ errors, ptxas warnings as warnings, each at its PTX line."""
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -31,7 +32,7 @@ RULES: dict[str, str] = {
 
 
 def _location(path: str, line: int, column: int = 0) -> dict:
-    physical: dict = {"artifactLocation": {"uri": Path(path).as_posix()}}
+    physical: dict = {"artifactLocation": {"uri": quote(Path(path).as_posix())}}  # a URI: spaces etc. %-encoded
     if line:
         physical["region"] = {"startLine": line} | ({"startColumn": column} if column else {})
     return {"physicalLocation": physical}
