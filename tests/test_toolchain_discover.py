@@ -40,6 +40,13 @@ def test_broken_or_absent_override(monkeypatch, override, says):
     assert "pip install 'nvidia-cuda-nvcc>=13,<14'" in str(error.value)
 
 
+def test_override_that_is_another_tool(monkeypatch):
+    """nvdisasm answers --version with a CUDA version too: its banner says it is not ptxas."""
+    monkeypatch.setenv("PTXTOOL_PTXAS", discover.find_tool("nvdisasm").path)
+    with pytest.raises(EnvironmentProblem, match=r"\(found by \$PTXTOOL_PTXAS\) is nvdisasm, not ptxas$"):
+        discover.find_tool("ptxas")
+
+
 def test_missing_everywhere(monkeypatch):
     monkeypatch.delenv("PTXTOOL_NVDISASM", raising=False)
     monkeypatch.setattr(discover, "_SEARCH", (("cuda-pathfinder", lambda name: None),))

@@ -96,24 +96,27 @@ def locate(name: str) -> tuple[str, str]:
 
 
 @cache
-def _probe_version(path: str) -> str | None:
+def _probe_version(path: str) -> tuple[str | None, str]:
+    """The CUDA version a tool prints for --version (None: it printed none), and the name its banner starts with."""
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, ""
     match = _VERSION.search(done.stdout)
-    return match.group(2) if done.returncode == 0 and match else None
+    return (match.group(2) if done.returncode == 0 and match else None), done.stdout.lstrip().partition(":")[0]
 
 
 def find_tool(name: str) -> Tool:
     """The working tool `name`, or EnvironmentProblem naming what to install."""
     path, found_by = locate(name)
-    version = _probe_version(path)
+    version, banner = _probe_version(path)
     if version is None:
         raise EnvironmentProblem(
             f"{name} at {path} (found by {found_by}) does not work: `{Path(path).name} --version` failed or "
             f"printed no CUDA version; {_install_hint(name)}"
         )
+    if banner != name and banner in TOOLS:  # PTXTOOL_PTXAS=/path/to/nvdisasm: it answers, but it is the wrong tool
+        raise EnvironmentProblem(f"{name} at {path} (found by {found_by}) is {banner}, not {name}")
     return Tool(name, path, found_by, version)
 
 
