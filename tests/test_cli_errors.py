@@ -275,3 +275,20 @@ def test_sarif_uris_are_percent_encoded(command, tmp_path, monkeypatch):
     results = json.loads(result.stdout)["runs"][0]["results"]
     uris = {place["physicalLocation"]["artifactLocation"]["uri"] for r in results for place in r["locations"]}
     assert uris == {"my%20kernel%20%C3%BC.ptx"}
+
+
+@pytest.mark.parametrize(
+    ("args", "schema"),
+    [
+        (["parse", "--json", PTX], "ptxtool.ast/1"),
+        (["inspect", "--json", PTX], "ptxtool.inspect/1"),
+        (["lint", "--json", PTX], "ptxtool.lint/1"),
+        (["optimize", "--json", PTX, "-o", "{tmp}/out.ptx"], "ptxtool.optimize/1"),
+        (["doctor", "--json"], "ptxtool.doctor/1"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else None,
+)
+def test_every_json_document_names_its_schema(args, schema, tmp_path):
+    result = run(*(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout)["schema"] == schema
