@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import errno
 import json
+import re
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -84,6 +85,13 @@ def _report(error: PtxtoolError) -> None:
 def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`-o -` means stdout, as everywhere else on the command line (not a file named `-`)."""
     return None if value == STDIN else value
+
+
+def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--arch checked before any work: a typo is a usage error, not an nvcc failure (or 'nvcc missing') later."""
+    if value is not None and not re.fullmatch(r"sm_\d+[af]?", value):
+        raise click.BadParameter(f"{value!r} is not a GPU target: expected sm_XY, sm_XYa or sm_XYf (e.g. sm_90a)")
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -471,7 +479,9 @@ def _inspect_settings(arch: str | None, block_size: int | None, backend: str | N
 
 @main.command("inspect")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--arch", help="Compile for this target (e.g. sm_90a) instead of the module's .target.")
+@click.option(
+    "--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a) instead of the module's .target."
+)
 @click.option(
     "--block-size",
     type=click.IntRange(1, 1024),
@@ -635,7 +645,7 @@ def _inspect_with_progress(files, options, jobs, console, inspect_files):
 @main.command("sass")
 @click.argument("file", metavar="FILE")
 @click.option("--kernel", "-k", help="Only this kernel (or function).")
-@click.option("--arch", help="Compile for this target instead of the module's .target.")
+@click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
 @click.option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
 @_guarded
 def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -> None:
@@ -750,7 +760,11 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--explain", metavar="ID", help="Print the documentation of one rule and exit.")
 @click.option("--list-rules", is_flag=True, help="Print every rule: id, name, severity, summary.")
 @click.option("--no-ptxas", is_flag=True, help="Skip the rules that run ptxas (PTX008).")
-@click.option("--arch", help="Target for .cu files (nvcc -arch) and for ptxas (default: the module's .target).")
+@click.option(
+    "--arch",
+    callback=_gpu_target,
+    help="Target for .cu files (nvcc -arch) and for ptxas (default: the module's .target).",
+)
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON (schema ptxtool.lint/1) on stdout.")
 @click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
@@ -951,7 +965,9 @@ def _warn_unmatched(console, result, options: dict) -> None:
 )
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
 @click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
-@click.option("--arch", help="Verify for this target (e.g. sm_90) instead of the module's .target.")
+@click.option(
+    "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (needs -o or --in-place).")
 @click.option("--verify-gpu", "spec", help="Also run original and optimized on the GPU with this launch spec.")
 @click.option("--readonly/--no-readonly", default=None, help="`.nc` on loads of memory the kernel never writes.")

@@ -292,3 +292,13 @@ def test_every_json_document_names_its_schema(args, schema, tmp_path):
     result = run(*(a.format(tmp=tmp_path) for a in args))
     assert result.exit_code in (0, 1), result.output
     assert json.loads(result.stdout)["schema"] == schema
+
+
+@pytest.mark.parametrize("command", ["inspect", "sass", "lint", "optimize"])
+def test_arch_typo_is_a_usage_error_before_any_work(command, tmp_path):
+    """Not 'nvcc is not available' (lint) or 'nvcc could not compile ... exit 3' (inspect) for a .cu file."""
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k(float *x) { x[threadIdx.x] = 1.0f; }\n")
+    result = run(command, "--arch", "sm80", str(source))
+    assert result.exit_code == EXIT_INPUT
+    assert "Invalid value for '--arch': 'sm80' is not a GPU target: expected sm_XY" in result.stderr
