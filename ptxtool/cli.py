@@ -442,7 +442,7 @@ def bench_command(
 
 
 _INSPECT_CONFIG = {  # [tool.ptxtool.inspect] key: (is the value good?, what it must be)
-    "arch": (lambda v: isinstance(v, str), 'a target name such as "sm_90a"'),
+    "arch": (lambda v: isinstance(v, str) and re.fullmatch(r"sm_\d+[af]?", v), 'a target such as "sm_90a"'),
     "block-size": (lambda v: type(v) is int and 1 <= v <= 1024, "an integer from 1 to 1024"),
     "backend": (lambda v: v in ("ptxas", "nvjitlink"), '"ptxas" or "nvjitlink"'),
     "budget": (lambda v: isinstance(v, str), "a path (string)"),

@@ -50,8 +50,8 @@ def test_unwritable_output_is_bad_input_not_a_bug(args, tmp_path):
         ("tool = 1\n", "lint", "[tool] must be a table"),
         ("[tool]\nptxtool = 1\n", "fmt", None),  # fmt reads no settings: a broken table is not its business
         ("[tool]\nptxtool = 1\n", "lint", "[tool.ptxtool] must be a table"),
-        ("[tool.ptxtool.inspect]\narch = 90\n", "inspect", "arch must be a target name"),
-        ("[tool.ptxtool.inspect]\narch = 90\n", "sass", "arch must be a target name"),
+        ("[tool.ptxtool.inspect]\narch = 90\n", "inspect", 'arch must be a target such as "sm_90a"; got 90'),
+        ('[tool.ptxtool.inspect]\narch = "sm90"\n', "sass", "arch must be a target such as \"sm_90a\"; got 'sm90'"),
         ('[tool.ptxtool.inspect]\nblock-size = "big"\n', "inspect", "block-size must be an integer from 1 to 1024"),
         ("[tool.ptxtool.inspect]\nblock-size = 5000\n", "inspect", "block-size must be an integer from 1 to 1024"),
         ('[tool.ptxtool.inspect]\nbackend = "cuda"\n', "inspect", 'backend must be "ptxas" or "nvjitlink"'),
