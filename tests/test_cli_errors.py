@@ -57,6 +57,7 @@ def test_unwritable_output_is_bad_input_not_a_bug(args, tmp_path):
         ('[tool.ptxtool.inspect]\nbackend = "cuda"\n', "inspect", 'backend must be "ptxas" or "nvjitlink"'),
         ("[tool.ptxtool.inspect]\nbudget = 3\n", "inspect", "budget must be a path"),
         ("[tool.ptxtool.inspect]\nblock_size = 64\n", "inspect", "unknown key 'block_size'"),
+        ('[tool.ptxtool.lint]\narch = "sm80"\n', "lint", "arch must be a GPU target such as \"sm_90a\"; got 'sm80'"),
     ],
 )
 def test_broken_settings_name_the_pyproject(pyproject, command, message, tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ register-file = 65536
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ptxtool.errors import InputError
@@ -84,6 +85,10 @@ def load_settings(
             raise InputError.at(where, f"[tool.ptxtool.lint] {key} must be a {kind.__name__}")
     chosen = tuple(select) or tuple(config.get("select", ("PTX",)))
     dropped = tuple(ignore) or tuple(config.get("ignore", ()))
+    if not re.fullmatch(r"sm_\d+[af]?", config.get("arch", "sm_0")):
+        raise InputError.at(
+            where, f'[tool.ptxtool.lint] arch must be a GPU target such as "sm_90a"; got {config["arch"]!r}'
+        )
     fail = fail_on or config.get("fail-on", "note")
     if fail not in SEVERITIES:
         raise InputError.at(where, f"[tool.ptxtool.lint] fail-on must be one of {SEVERITIES}")
