@@ -303,3 +303,13 @@ def test_arch_typo_is_a_usage_error_before_any_work(command, tmp_path):
     result = run(command, "--arch", "sm80", str(source))
     assert result.exit_code == EXIT_INPUT
     assert "Invalid value for '--arch': 'sm80' is not a GPU target: expected sm_XY" in result.stderr
+
+
+def test_lint_says_why_nvcc_could_not_compile_a_cu_file(tmp_path):
+    """nvcc is there but the compile fails for want of a header: the notice says so, not 'nvcc is not available'."""
+    source = tmp_path / "k.cu"
+    source.write_text("#include <no_such_header_ptxtool.h>\n__global__ void k(float *x) { x[threadIdx.x] = 1; }\n")
+    result = run("lint", str(source))
+    assert result.exit_code == 0 and "1 not checked" in result.stderr
+    assert f"notice: not checked: nvcc could not compile {source}" in result.stderr
+    assert "no_such_header_ptxtool.h" in result.stderr and "nvcc is not available" not in result.stderr

@@ -16,6 +16,7 @@ from ptxtool.lint.settings import Settings, active_rules, options_for, severity_
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
 from ptxtool.sources import STDIN, Source, parse_source, read_source
 from ptxtool.syntax import ast
+from ptxtool.toolchain.discover import find_tool
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 _UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .target it does not know (sm_52)
@@ -48,16 +49,26 @@ class FileResult:
     checked: bool = True  # False when the file could not be checked at all (a .cu file without nvcc)
 
 
-def _cuda_source(path: str, settings: Settings) -> Source | None:
-    """PTX from a .cu/.cuh file with nvcc, or None (a notice) when nvcc is missing or cannot run, unless required."""
+_NO_NVCC = "not checked: nvcc is not available to compile it to PTX (install nvidia-cuda-nvcc)"
+
+
+def _cuda_source(path: str, settings: Settings) -> Source | str:
+    """PTX from a .cu/.cuh file with nvcc, or why it was not checked (a notice) when nvcc is missing or cannot
+    compile it here (no host compiler, no CUDA headers), unless nvcc is required."""
     if not Path(path).is_file():
         raise InputError.at(path, "no such file")
     try:
-        return Source(path, cuda_to_ptx(path, settings.arch))
+        find_tool("nvcc")
     except EnvironmentProblem:
         if settings.require_nvcc:
             raise
-        return None
+        return _NO_NVCC
+    try:
+        return Source(path, cuda_to_ptx(path, settings.arch))
+    except EnvironmentProblem as problem:
+        if settings.require_nvcc:
+            raise
+        return f"not checked: {problem}"
 
 
 def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, result: FileResult):
@@ -102,8 +113,8 @@ def lint_file(path: str, settings: Settings) -> FileResult:
     generated = path.endswith(CUDA_SUFFIXES)
     try:
         source = _cuda_source(path, settings) if generated else read_source(path)
-        if source is None:
-            result.notices.append("not checked: nvcc is not available to compile it to PTX (install nvidia-cuda-nvcc)")
+        if isinstance(source, str):
+            result.notices.append(source)
             result.checked = False
             return result
         result.path = source.display
