@@ -195,20 +195,27 @@ def test_analyses_never_write_onto_the_tree(path):
     assert [dataclasses.astuple(k) for k in mod.kernels] == before
 
 
+# Reads that really have no write: the handwritten `%p3`, and halves nvcc 13.5 leaves undefined when it packs a struct
+# copy (`mov.b64 %rd7, {%r6, %r10};` with %r10 never written).
+NEVER_WRITTEN = {"rare_syntax.ptx": [(69, "%p3")], "nvcc.k09_texture.sm103.ptx": [(94, "%r10"), (106, "%r18")]}
+
+
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)
 def test_every_register_read_has_a_reaching_write(path):
     """A check of the ISA role tables on compiler output: were a defined operand listed as used (or the reverse),
-    some read would find no write before it. The one exception is the handwritten `%p3`, never written."""
+    some read would find no write before it. NEVER_WRITTEN lists the real exceptions. A `.func`'s
+    `.reg` parameters are written by its caller: their reads reach ENTRY by design."""
     mod = parse(path.read_text())
     unwritten = []
     for fn in mod.functions:
         if fn.body is None:
             continue
         cfg = build_cfg(fn)
+        reg_params = {p.name for p in fn.params or () if any(a.word == ".reg" for a in p.attributes)}
         for (op, reg), defs in def_use(cfg).defs_of.items():
-            if defs == (ENTRY,) and cfg.block_of[op] in cfg.idom:
+            if defs == (ENTRY,) and cfg.block_of[op] in cfg.idom and reg not in reg_params:
                 unwritten.append((cfg.linear.ops[op].line, reg))
-    assert unwritten == ([(69, "%p3")] if path.name == "rare_syntax.ptx" else [])
+    assert unwritten == NEVER_WRITTEN.get(path.name, [])
 
 
 def test_mapa_of_shared_stays_shared_through_a_nested_scope():

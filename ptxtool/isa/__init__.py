@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, REMOVED, SPECIAL_REGISTERS
+from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, OPERAND_FORMS, REMOVED, SPECIAL_REGISTERS
 from ptxtool.isa.model import Access, Effect, Feature, InstructionInfo, Mode, Role
 from ptxtool.isa.opcodes import OPCODES
 from ptxtool.isa.targets import Need, Target, Version, version, version_text
@@ -197,6 +197,9 @@ def requirements(instr: ast.Instruction) -> list[Requirement]:
         for f in _FEATURES_BY_FIRST.get(mod, ())
         if f".{f.name}." in written and _applies(f, info.family)
     )
+    form = OPERAND_FORMS.get((info.family, len(instr.operands)))
+    if form is not None:
+        out.append(Requirement(f"'{info.family}' with {form.name}", form.needs))
     for op in instr.operands:
         for name in operand_names(op):
             sreg = SPECIAL_REGISTERS.get(name.text.split(".")[0])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ptxtool.isa.model import Feature
 from ptxtool.isa.opcodes import needs
 
-_ARITH = ("add", "sub", "mul", "fma", "neg", "abs", "min", "max")
+_ARITH = ("add", "sub", "mul", "fma", "neg", "abs")
 _MEM = ("ld", "st", "atom", "red")
 _SM100_A = "8.6 sm_100a | 8.6 sm_120a | 8.8 sm_100f | 8.8 sm_120f | 9.0 sm_110f"
 _SM100_ONLY = "8.6 sm_100a | 9.0 sm_110a | 8.8 sm_100f | 9.0 sm_110f"
@@ -38,6 +38,9 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("v8", ("ld", "st"), "8.8 sm_100"),
     # floating-point types and modes in arithmetic
     *((t, _ARITH, "4.2 sm_53") for t in ("f16", "f16x2")),
+    *((t, ("min", "max"), "7.0 sm_80") for t in ("f16", "f16x2")),  # half min/max came with sm_80, not sm_53
+    *((t, ("add", "sub", "min", "max"), "8.0 sm_90") for t in ("u16x2", "s16x2")),  # packed 16-bit integer SIMD
+    *(("f32x2", (op,), "8.6 sm_100") for op in ("add", "sub", "mul", "fma")),
     *((t, ("fma", "neg", "abs", "min", "max"), "7.0 sm_80") for t in ("bf16", "bf16x2")),
     *((t, ("add", "sub", "mul", "ex2"), "7.8 sm_90") for t in ("bf16", "bf16x2")),
     ("relu", ("fma", "min", "max", "cvt"), "7.0 sm_80"),
@@ -68,6 +71,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("f64", ("mma",), "7.0 sm_80"),
     ("bf16", ("mma", "wmma"), "7.0 sm_80"),
     ("tf32", ("mma", "wmma"), "7.0 sm_80"),
+    *((m, ("wmma",), "7.0 sm_80") for m in ("f64", "m8n8k4", "m16n16k8")),  # double and tf32 wmma (stores too)
     *((shape, ("ldmatrix",), _SM100_A) for shape in ("m8n16", "m16n16")),
     # mbarrier and asynchronous copies
     ("expect_tx", ("mbarrier.arrive",), "8.0 sm_90"),
@@ -134,6 +138,11 @@ CONSTRUCTS: dict[str, Feature] = {
         ("mask_initializer", "a mask operator in an initializer", "7.1 sm_10"),
         ("b128_declaration", "a .b128 declaration", "8.3 sm_10"),
     )
+}
+
+# Forms told apart by their operand count: (family, operands) -> the Feature (three-input min/max.f32).
+OPERAND_FORMS: dict[tuple[str, int], Feature] = {
+    (op, 4): Feature("three inputs", needs("8.8 sm_100"), (op,)) for op in ("min", "max")
 }
 
 # Families that newer targets dropped: (PTX version, target) from which a file may no longer use them, and the fix.

@@ -1,0 +1,44 @@
+"""Bugs found by running ptxtool over fresh PTX (tests/corpus/fresh: nvcc 13.5, numba-cuda, Triton, hand-written),
+each pinned on the smallest real input that showed it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CORPUS
+
+from ptxtool.legality import check_module
+from ptxtool.syntax import parse
+
+FRESH = CORPUS / "fresh"
+HEADER = ".version 9.0\n.target {target}\n.address_size 64\n.visible .entry k(.param .u64 p)\n{{\n"
+DECLS = "\t.reg .b32 %r<9>;\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<9>;\n"
+
+
+def _flagged(target: str, line: str) -> list[str]:
+    """The legality problems of one instruction in a kernel for this target."""
+    return [p.message for p in check_module(parse(HEADER.format(target=target) + DECLS + f"\t{line}\n\tret;\n}}\n"))]
+
+
+@pytest.mark.parametrize(
+    ("line", "target", "oldest"),
+    [
+        ("max.f16x2 %r1, %r2, %r3;", "sm_75", "sm_80"),  # cuda_fp16.hpp's __hmax2: sm_80, not sm_53 like add.f16x2
+        ("min.NaN.f16 %r1, %r2, %r3;", "sm_75", "sm_80"),
+        ("add.u16x2 %r1, %r2, %r3;", "sm_80", "sm_90"),  # nvcc packs char pairs with it
+        ("max.f32 %f1, %f2, %f3, %f4;", "sm_90", "sm_100"),  # Triton's softmax for sm_120: three inputs
+        ("add.rn.f32x2 %rd1, %rd2, %rd2;", "sm_90", "sm_100"),
+        (
+            "wmma.store.d.sync.aligned.col.m16n16k8.f32 [%rd1], {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, %r1;",
+            "sm_75",
+            "sm_80",
+        ),  # a tf32 accumulator store names no tf32 type, only the shape
+    ],
+)
+def test_instructions_newer_than_their_family(line: str, target: str, oldest: str) -> None:
+    assert _flagged(target, line), f"{line} passed on {target}"
+    assert not _flagged(oldest, line)
+
+
+def test_two_input_min_max_and_add_f16x2_stay_legal_on_sm75() -> None:
+    assert not _flagged("sm_75", "max.f32 %f1, %f2, %f3;")
+    assert not _flagged("sm_75", "add.f16x2 %r1, %r2, %r3;")
