@@ -7,6 +7,8 @@ import pytest
 from conftest import CORPUS
 
 from ptxtool.legality import check_module
+from ptxtool.optimize import optimize
+from ptxtool.sources import read_source
 from ptxtool.syntax import parse
 
 FRESH = CORPUS / "fresh"
@@ -42,3 +44,12 @@ def test_instructions_newer_than_their_family(line: str, target: str, oldest: st
 def test_two_input_min_max_and_add_f16x2_stay_legal_on_sm75() -> None:
     assert not _flagged("sm_75", "max.f32 %f1, %f2, %f3;")
     assert not _flagged("sm_75", "add.f16x2 %r1, %r2, %r3;")
+
+
+def test_l2_256b_on_sm80_is_verified_as_ptxas_lowers_it(ptxas) -> None:
+    """ptxas 13.5 makes `.L2::256B` a 128-byte prefetch on sm_80 (LTC128B; LTC256B on sm_86 and later): the promise
+    follows, so a wide double-precision grid-stride reduction is optimized instead of failing verification."""
+    result = optimize(read_source(str(FRESH / "nvcc.k01_templates.sm80.ptx")))
+    assert result.verified, result.problems
+    kernel = next(k for k in result.kernels if k.name == "_Z13reduce_kernelIdLi128EEvPKT_PS0_i")
+    assert kernel.memory_after.get("LDG.E.NA.LTC128B.64.CONSTANT") == 1

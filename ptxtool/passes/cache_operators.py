@@ -39,6 +39,8 @@ SASS_MODIFIER: dict[str, str | None] = {
     "cs": "EF",
     "L2::cache_hint": None,
 }
+# Targets where ptxas shows a qualifier differently: ptxas 13.5 lowers `.L2::256B` to a 128-byte prefetch on sm_80.
+SASS_MODIFIER_ON: dict[tuple[str, str], str] = {("L2::256B", "sm_80"): "LTC128B"}
 # Modifiers that make an access ordered or scoped: such an access must stay coherent.
 COHERENT = frozenset(("volatile", "relaxed", "acquire", "release", "sc", "mmio", "cta", "gpu", "sys", "cluster"))
 # Cache operators an author already chose (`.nc` is not one: hints may still be added beside it).
@@ -373,8 +375,9 @@ def _apply(module: ast.Module, k: _Kernel, instr: ast.Instruction, plan: _Plan, 
             continue
         new = candidate
         reasons.append(f".{qualifier}: {reason}")
-        if SASS_MODIFIER[qualifier]:
-            promised.append(SASS_MODIFIER[qualifier])
+        on_target = [SASS_MODIFIER_ON[qualifier, t] for t in module.targets if (qualifier, t) in SASS_MODIFIER_ON]
+        if shown := next(iter(on_target), SASS_MODIFIER[qualifier]):
+            promised.append(shown)
     if new == instr:
         return instr
     report.rewrites.append(Rewrite(k.name, instr.line, instr.mnemonic, new.mnemonic, tuple(reasons), tuple(promised)))
