@@ -70,10 +70,17 @@ def parse_source(source: Source) -> ast.Module:
         ) from None
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str, text: str) -> None:
     """Replace a file's contents all at once: a crash leaves the old file or the new one, never half of one."""
     target = Path(os.path.realpath(path))  # through a symbolic link: rewrite the file it points to, keep the link
-    mode = target.stat().st_mode & 0o7777 if target.exists() else None
+    mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()  # a new file: as `open` makes it
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
     except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
@@ -81,8 +88,7 @@ def write_atomic(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -3,9 +3,14 @@ each pinned on the smallest real input that showed it."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from conftest import CORPUS
 
+from ptxtool.cli import main
 from ptxtool.legality import check_module
 from ptxtool.optimize import optimize
 from ptxtool.sources import read_source
@@ -53,3 +58,15 @@ def test_l2_256b_on_sm80_is_verified_as_ptxas_lowers_it(ptxas) -> None:
     assert result.verified, result.problems
     kernel = next(k for k in result.kernels if k.name == "_Z13reduce_kernelIdLi128EEvPKT_PS0_i")
     assert kernel.memory_after.get("LDG.E.NA.LTC128B.64.CONSTANT") == 1
+
+
+def test_new_output_files_follow_the_umask(tmp_path: Path) -> None:
+    """`fmt -o` (and optimize -o) wrote new files 0600, the mode of the temporary they are renamed from."""
+    out = tmp_path / "out.ptx"
+    old = os.umask(0o022)
+    try:
+        result = CliRunner().invoke(main, ["fmt", str(FRESH / "hand.old_texmode.ptx"), "-o", str(out)])
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_mode & 0o777 == 0o644
