@@ -44,3 +44,18 @@ def test_errors_in_several_functions_are_all_reported() -> None:
     body = "{\n\tmov.u32 %r1 2;\n\tret;\n}\n"
     text = ".version 9.0\n.target sm_90\n.address_size 64\n" + "".join(f".entry k{i}()\n{body}" for i in range(3))
     assert [line for line, _ in _issues(text)] == [6, 11, 16]
+
+
+def test_each_garbage_line_at_module_level_is_reported() -> None:
+    text = ".version 9.0\n.target sm_90\nfoo;\nbar;\n.global .u32 x;\nbaz baz;\n"
+    with pytest.raises(ParseError) as caught:
+        parse(text)
+    assert [(i.line, i.column) for i in caught.value.issues] == [(3, 1), (4, 1), (6, 1)]
+    assert "expected a directive, declaration or function" in caught.value.issues[0].message
+
+
+def test_a_byte_order_mark_is_named() -> None:
+    with pytest.raises(ParseError) as caught:
+        parse("\ufeff.version 9.0\n.target sm_90\n")
+    (issue,) = caught.value.issues
+    assert (issue.line, issue.column) == (1, 1) and "byte-order mark" in issue.message

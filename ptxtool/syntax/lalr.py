@@ -76,13 +76,14 @@ def _plain(name: str) -> str:
     return str.__str__(name)
 
 
-SKIP, RESUME = "skip", "resume"
+SKIP, RESUME, REPORT = "skip", "resume", "report"
 
 
 class _Skip:
     """Skipping the rest of a broken statement. In a block it ends after the next `;` (or at the `}` closing the
-    block); at module level, at the first token of a later line that can start a module item. Braces opened while
-    skipping are matched, so a vector operand or a whole function body is skipped as one."""
+    block); at module level, at the first token of a later line that can start a module item (a later line that
+    starts with anything else is reported as an error of its own). Braces opened while skipping are matched, so a
+    vector operand or a whole function body is skipped as one."""
 
     __slots__ = ("error", "in_block", "row", "depth", "ended")
 
@@ -106,7 +107,12 @@ class _Skip:
         if self.in_block:
             self.ended = kind == "SEMICOLON"
             return SKIP
-        return RESUME if token.line > self.error.line and kind in self.row else SKIP
+        if token.line <= self.error.line:
+            return SKIP
+        if kind in self.row:
+            return RESUME
+        self.error = token  # a later line that starts with something no module item can: an error of its own
+        return REPORT
 
 
 def _unclosed(values: list[object]) -> str | None:
@@ -149,6 +155,8 @@ class Driver:
             kind = token.type
             if skip is not None:
                 step = skip.step(token)
+                if step == REPORT and not on_error(Unexpected(token, self.expected(stack))):
+                    return None
                 if step != RESUME:
                     continue
                 skip = None

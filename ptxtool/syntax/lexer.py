@@ -109,7 +109,13 @@ class PtxLexer:
                 errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
                 break
             elif kind == "BAD":
-                errors.append(LexError(line, start - line_start + 1, f"unexpected character {value!r}"))
+                message = (
+                    "byte-order mark at the start of the file: PTX is plain ASCII (ptxas rejects it too); save the "
+                    "file without one"
+                    if value == "\ufeff" and start == 0
+                    else f"unexpected character {value!r}"
+                )
+                errors.append(LexError(line, start - line_start + 1, message))
                 continue
             last_token_line = line
             session.prev_line = session.last_line

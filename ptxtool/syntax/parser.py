@@ -88,7 +88,12 @@ def _unexpected(error: Unexpected, spellings: dict[str, str], text: str, prev_li
         return SyntaxIssue(prev_line, end, f"missing ';' at the end of the line (the next line starts with {found})")
     expected = sorted({_describe(t, spellings) for t in expected_terminals})
     if len(expected) > 8:
-        hint = "expected an operand" if "LSQB" in expected_terminals else "expected a statement or directive here"
+        if "LSQB" in expected_terminals:
+            hint = "expected an operand"
+        elif "WORD" in expected_terminals:
+            hint = "expected a statement or directive here"
+        else:  # module level: instructions belong inside a function's braces
+            hint = "expected a directive, declaration or function here"
     elif len(expected) > 1:
         hint = "expected " + ", ".join(expected[:-1]) + " or " + expected[-1]
     else:
