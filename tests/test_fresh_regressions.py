@@ -12,6 +12,7 @@ from conftest import CORPUS
 
 from ptxtool.cli import main
 from ptxtool.legality import check_module
+from ptxtool.lint import lint_file, load_settings
 from ptxtool.optimize import optimize
 from ptxtool.sources import read_source
 from ptxtool.syntax import parse
@@ -70,3 +71,12 @@ def test_new_output_files_follow_the_umask(tmp_path: Path) -> None:
         os.umask(old)
     assert result.exit_code == 0, result.output
     assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_readonly_note_names_the_noalias_it_takes() -> None:
+    """PTX005 said '`ptxtool optimize` adds it' where optimize does not: the kernel writes another pointer, so `.nc`
+    needs --noalias (nvcc's and clang's kernels without __restrict__)."""
+    settings = load_settings({}, "test", select=("PTX005",), ptxas=False)
+    found = lint_file(str(FRESH / "nvcc.k11_restrict.sm75.ptx"), settings).findings
+    note = next(f.message for f in found if "'stencil_alias_param_0'" in f.message)
+    assert note.endswith("`ptxtool optimize --noalias stencil_alias` adds it if it never aliases stencil_alias_param_1")

@@ -47,6 +47,13 @@ def readonly_without_nc(ctx: Context) -> Iterator[Hit]:
                 and not _COHERENT.intersection(i.modifiers)
             ):
                 loads.setdefault(access.param, []).append(i)
+        # optimize adds .nc by itself only when no pointer is written; else the user must vouch for no aliasing
+        written = sorted(facts.written_params)
+        fix = (
+            f"`ptxtool optimize --noalias {function.name}` adds it if it never aliases {', '.join(written)}"
+            if written
+            else "`ptxtool optimize` adds it"
+        )
         for param, found in loads.items():
             first = found[0]
             count = f"{len(found)} loads" if len(found) > 1 else "a load"
@@ -54,7 +61,7 @@ def readonly_without_nc(ctx: Context) -> Iterator[Hit]:
                 first.line,
                 first.column,
                 f"{count} of parameter '{param}' ('{function.name}' never writes it) without '.nc', first "
-                f"{first.mnemonic}: `ptxtool optimize` adds it",
+                f"{first.mnemonic}: {fix}",
             )
 
 
