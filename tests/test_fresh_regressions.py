@@ -80,3 +80,13 @@ def test_readonly_note_names_the_noalias_it_takes() -> None:
     found = lint_file(str(FRESH / "nvcc.k11_restrict.sm75.ptx"), settings).findings
     note = next(f.message for f in found if "'stencil_alias_param_0'" in f.message)
     assert note.endswith("`ptxtool optimize --noalias stencil_alias` adds it if it never aliases stencil_alias_param_1")
+
+
+def test_a_target_this_ptxas_dropped_says_which_arch_to_give(tmp_path: Path, ptxas) -> None:
+    """ZLUDA's test suite is `.target sm_30` PTX: inspect said only ptxas's "Value 'sm_30' is not defined for option
+    'gpu-name'"; now it says what to do, and doing it works."""
+    old = tmp_path / "old.ptx"
+    old.write_text(HEADER.format(target="sm_30").replace("9.0", "6.5") + "\tret;\n}\n")
+    result = CliRunner().invoke(main, ["inspect", str(old)])
+    assert result.exit_code == 2 and "give --arch sm_75" in result.output
+    assert CliRunner().invoke(main, ["inspect", "--arch", "sm_75", str(old)]).exit_code == 0

@@ -25,6 +25,8 @@ _MESSAGE = re.compile(r"^ptxas (?:.*?, line (\d+); )?(error|warning|fatal)\s*: (
 _AT_LINE = re.compile(r"at line (\d+)")
 _UNRESOLVED = "Unresolved extern function"
 _TARGET = re.compile(r"^sm_\d+[af]?$")
+_OLD_TARGET = "is not defined for option 'gpu-name'"  # a .target this ptxas dropped (CUDA 13: below sm_75)
+_OLD_TARGET_HINT = " (this ptxas does not assemble for that target; the PTX runs on newer GPUs: give --arch sm_75)"
 
 
 @dataclass
@@ -61,7 +63,8 @@ def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
         line = int(match.group(1) or (_AT_LINE.search(match.group(3)) or [0, 0])[1])
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         severity = "warning" if match.group(2) == "warning" else "error"
-        found.append(Diagnostic(Location(path, line, 0, source), f"ptxas: {match.group(3)}", severity))
+        hint = _OLD_TARGET_HINT if _OLD_TARGET in match.group(3) else ""
+        found.append(Diagnostic(Location(path, line, 0, source), f"ptxas: {match.group(3)}{hint}", severity))
     return found
 
 
