@@ -58,6 +58,16 @@ def tma_copy(desc_in, desc_out, BM: tl.constexpr, BN: tl.constexpr):
     t = desc_in.load([pid * BM, 0])
     desc_out.store([pid * BM, 0], t * 2)
 
+@triton.jit
+def asm_print(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0)
+    y = tl.inline_asm_elementwise("{ .reg .b32 t; shl.b32 t, $1, 1; add.u32 $0, t, 1; }", "=r,r", [x],
+                                  dtype=tl.int32, is_pure=True, pack=1)
+    tl.device_print("y", y)
+    tl.device_assert(y >= 0, "negative")
+    tl.store(y_ptr + offs, y, mask=offs < n)
+
 P = lambda **kw: kw
 jobs = [
     ('softmax', softmax_kernel, P(x_ptr='*fp32', y_ptr='*fp32', stride='i32', n_cols='i32', BLOCK='constexpr'), {'BLOCK': 1024}, {'num_warps': 4}, (80, 90, 100, 120)),
@@ -65,11 +75,15 @@ jobs = [
     ('atomic_hist', atomic_hist, P(x_ptr='*i32', h_ptr='*i32', n='i32', BLOCK='constexpr'), {'BLOCK': 512}, {}, (80, 90)),
     ('fp8_matmul', fp8_matmul, P(a_ptr='*fp8e4nv', b_ptr='*fp8e4nv', c_ptr='*fp32', K='i32', BM='constexpr', BN='constexpr', BK='constexpr'), {'BM': 64, 'BN': 64, 'BK': 64}, {'num_warps': 4, 'num_stages': 3}, (90, 100, 120)),
     ('bf16_matmul', fp8_matmul, P(a_ptr='*bf16', b_ptr='*bf16', c_ptr='*fp32', K='i32', BM='constexpr', BN='constexpr', BK='constexpr'), {'BM': 128, 'BN': 128, 'BK': 64}, {'num_warps': 4, 'num_stages': 4}, (90, 100)),
+    ('asm_print', asm_print, P(x_ptr='*i32', y_ptr='*i32', n='i32', BLOCK='constexpr'), {'BLOCK': 128}, {}, (80, 90)),
     ('cumsum', cumsum_kernel, P(x_ptr='*i64', y_ptr='*i64', BLOCK='constexpr'), {'BLOCK': 256}, {}, (80, 90)),
     ('sort', sort_kernel, P(x_ptr='*fp16', y_ptr='*fp16', BLOCK='constexpr'), {'BLOCK': 128}, {}, (80,)),
     ('tma_copy', tma_copy, P(desc_in='tensordesc<fp16[64, 64]>', desc_out='tensordesc<fp16[64, 64]>', BM='constexpr', BN='constexpr'), {'BM': 64, 'BN': 64}, {}, (90, 100)),
 ]
+only = os.environ.get('ONLY')
 for name, fn, sig, const, opts, ccs in jobs:
+    if only and name not in only.split(','):
+        continue
     for cc in ccs:
         try:
             k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const), target=GPUTarget('cuda', cc, 32), options=opts)
