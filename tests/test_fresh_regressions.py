@@ -19,7 +19,7 @@ from ptxtool.syntax import parse
 
 FRESH = CORPUS / "fresh"
 HEADER = ".version 9.0\n.target {target}\n.address_size 64\n.visible .entry k(.param .u64 p)\n{{\n"
-DECLS = "\t.reg .b32 %r<9>;\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<9>;\n"
+DECLS = "\t.reg .b16 %rs<2>;\n\t.reg .b32 %r<9>;\n\t.reg .b64 %rd<3>;\n\t.reg .f32 %f<9>;\n"
 
 
 def _flagged(target: str, line: str) -> list[str]:
@@ -35,6 +35,7 @@ def _flagged(target: str, line: str) -> list[str]:
         ("add.u16x2 %r1, %r2, %r3;", "sm_80", "sm_90"),  # nvcc packs char pairs with it
         ("max.f32 %f1, %f2, %f3, %f4;", "sm_90", "sm_100"),  # Triton's softmax for sm_120: three inputs
         ("add.rn.f32x2 %rd1, %rd2, %rd2;", "sm_90", "sm_100"),
+        ("sub.rn.f32.f16 %f1, %rs1, %f2;", "sm_90", "sm_100"),  # Triton's layernorm for sm_100: mixed precision
         (
             "wmma.store.d.sync.aligned.col.m16n16k8.f32 [%rd1], {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, %r1;",
             "sm_75",

@@ -41,6 +41,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     *((t, ("min", "max"), "7.0 sm_80") for t in ("f16", "f16x2")),  # half min/max came with sm_80, not sm_53
     *((t, ("add", "sub", "min", "max"), "8.0 sm_90") for t in ("u16x2", "s16x2")),  # packed 16-bit integer SIMD
     *(("f32x2", (op,), "8.6 sm_100") for op in ("add", "sub", "mul", "fma")),
+    *((f"f32.{t}", ("add", "sub", "fma"), "8.6 sm_100") for t in ("f16", "bf16")),  # mixed precision (Triton)
     *((t, ("fma", "neg", "abs", "min", "max"), "7.0 sm_80") for t in ("bf16", "bf16x2")),
     *((t, ("add", "sub", "mul", "ex2"), "7.8 sm_90") for t in ("bf16", "bf16x2")),
     ("relu", ("fma", "min", "max", "cvt"), "7.0 sm_80"),
