@@ -158,6 +158,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
             _report(error)
             failures.append(error)
             continue
+        problems = []
         if check:
             from ptxtool.legality import check_source
 
@@ -172,7 +173,8 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
         functions = sum(1 for f in module.functions if not f.is_kernel and f.body is not None)
         count = sum(1 for f in module.functions if f.body for _ in ast.instructions(f.body))
         click.echo(
-            f"{source.display}: ok — PTX {module.version or '?'}, {', '.join(module.targets) or 'no target'}; "
+            f"{source.display}: {f'{len(problems)} legality problem(s)' if problems else 'ok'} — "
+            f"PTX {module.version or '?'}, {', '.join(module.targets) or 'no target'}; "
             f"{kernels} kernel{'s' * (kernels != 1)}, {functions} function{'s' * (functions != 1)}, "
             f"{count} instruction{'s' * (count != 1)}"
         )

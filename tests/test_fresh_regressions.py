@@ -91,3 +91,12 @@ def test_a_target_this_ptxas_dropped_says_which_arch_to_give(tmp_path: Path, ptx
     result = CliRunner().invoke(main, ["inspect", str(old)])
     assert result.exit_code == 2 and "give --arch sm_75" in result.output
     assert CliRunner().invoke(main, ["inspect", "--arch", "sm_75", str(old)]).exit_code == 0
+
+
+def test_parse_check_summary_does_not_say_ok_beside_legality_errors(tmp_path: Path) -> None:
+    """`parse --check` printed 'FILE: ok — ...' on stdout for a file it then failed (exit 1) for legality problems."""
+    illegal = tmp_path / "mixed.ptx"
+    illegal.write_text(HEADER.format(target="sm_90") + DECLS + "\tsub.rn.f32.f16 %f1, %rs1, %f2;\n\tret;\n}\n")
+    result = CliRunner().invoke(main, ["parse", "--check", str(illegal)])
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"{illegal}: 1 legality problem(s) — PTX 9.0, sm_90;")
