@@ -322,7 +322,8 @@ def doctor_command(as_json: bool) -> None:
     else:
         for name, tool in found["tools"].items():
             if not tool["ok"]:
-                label = "missing (required)" if tool["required"] else "missing (optional)"
+                state = "broken" if tool.get("path") else "missing"  # found but does not run, or not found
+                label = f"{state} (required)" if tool["required"] else f"{state} (optional)"
                 click.echo(f"{name:10} {label}: {tool['problem']}")
                 continue
             click.echo(f"{name:10} {tool['version']:10} {tool['path']}  (found by {tool['found_by']})")

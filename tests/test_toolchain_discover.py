@@ -74,4 +74,10 @@ def test_doctor_json():
 def test_doctor_broken_required_tool_exits_3():
     result = CliRunner().invoke(main, ["doctor"], env={"PTXTOOL_NVDISASM": "/bin/false"})
     assert result.exit_code == EXIT_ENVIRONMENT
-    assert "nvdisasm" in result.stdout and "missing (required)" in result.stdout
+    assert "nvdisasm   broken (required): nvdisasm at /bin/false" in result.stdout
+
+
+def test_doctor_missing_required_tool_is_called_missing():
+    result = CliRunner().invoke(main, ["doctor"], env={"PTXTOOL_NVDISASM": "/no/such/nvdisasm"})
+    assert result.exit_code == EXIT_ENVIRONMENT
+    assert "nvdisasm   missing (required)" in result.stdout

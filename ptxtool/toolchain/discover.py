@@ -181,6 +181,10 @@ def environment() -> dict:
             tool = find_tool(name)
         except EnvironmentProblem as problem:
             tools[name] = {"ok": False, "required": name in REQUIRED, "problem": str(problem)}
+            try:  # found, but it does not work: say where it is
+                tools[name]["path"], tools[name]["found_by"] = locate(name)
+            except EnvironmentProblem:
+                pass
             continue
         tools[name] = {
             "ok": True,
