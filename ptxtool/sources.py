@@ -12,6 +12,7 @@ from ptxtool.errors import Diagnostic, InputError, Location
 from ptxtool.syntax import ParseError, ast, parse
 
 STDIN = "-"
+MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class Source:
 def read_source(path: str) -> Source:
     """Read a PTX file (or stdin for `-`) as UTF-8 text, or raise InputError saying why it cannot be."""
     if path == STDIN:
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
         name = "<stdin>"
     else:
         p = Path(path)
@@ -41,9 +42,12 @@ def read_source(path: str) -> Source:
         if p.suffix in (".cu", ".cuh"):
             raise InputError.at(path, "CUDA C++, not PTX: compile it with `nvcc -ptx` (inspect and lint compile .cu)")
         try:
-            data = p.read_bytes()
+            with p.open("rb") as f:
+                data = f.read(MAX_BYTES + 1)  # bounded: /dev/zero or a runaway pipe must not eat the memory
         except OSError as error:
             raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
+    if len(data) > MAX_BYTES:
+        raise InputError.at(name, f"larger than {MAX_BYTES >> 20} MiB: ptxtool reads PTX files up to that size")
     if not data.strip():
         raise InputError.at(name, "empty file: there is no PTX in it")
     if b"\0" in data[:8192]:

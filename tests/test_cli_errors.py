@@ -313,3 +313,9 @@ def test_lint_says_why_nvcc_could_not_compile_a_cu_file(tmp_path):
     assert result.exit_code == 0 and "1 not checked" in result.stderr
     assert f"notice: not checked: nvcc could not compile {source}" in result.stderr
     assert "no_such_header_ptxtool.h" in result.stderr and "nvcc is not available" not in result.stderr
+
+
+def test_an_endless_input_is_refused_without_reading_it_all() -> None:
+    result = CliRunner().invoke(main, ["parse", "/dev/zero"])
+    assert result.exit_code == 2
+    assert "/dev/zero: error: larger than 512 MiB" in result.stderr
