@@ -33,6 +33,12 @@ def _explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Ta
     return f"{what} is not available on .target {', '.join(map(str, targets))} (needs {listed})"
 
 
+def _not_one_of(mod: str, family: str) -> str:
+    allowed = isa.MODIFIERS[family]
+    listed = " ".join(f".{m}" for m in allowed if m != isa.TYPES) + (" or a type" if isa.TYPES in allowed else "")
+    return f"modifier '.{mod}' is not one of {family}'s: {listed}"
+
+
 def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ...]) -> list[Problem]:
     d = module.directive(".target")
     out = []
@@ -59,6 +65,8 @@ def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Targe
     if removed and ptx >= removed[0] and any(t.number >= removed[1] for t in targets):
         since = f"PTX ISA {version_text(removed[0])} on sm_{removed[1]} and later"
         out.append(Problem(i.line, i.column, f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}"))
+    for mod in dict.fromkeys(isa.unknown_modifiers(i)):
+        out.append(Problem(i.line, i.column, _not_one_of(mod, isa.family(i) or i.opcode)))
     for r in isa.requirements(i):
         if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
             seen.add(r.what)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, OPERAND_FORMS, REMOVED, SPECIAL_REGISTERS
 from ptxtool.isa.model import Access, Effect, Feature, InstructionInfo, Mode, Role
+from ptxtool.isa.modifiers import MODIFIERS, TYPES
+from ptxtool.isa.modifiers import unknown as _unknown
 from ptxtool.isa.opcodes import OPCODES
 from ptxtool.isa.targets import Need, Target, Version, version, version_text
 from ptxtool.syntax import ast
@@ -21,6 +23,7 @@ from ptxtool.syntax import ast
 __all__ = [
     "CONSTRUCTS",
     "DIRECTIVES",
+    "MODIFIERS",
     "Access",
     "Effect",
     "Feature",
@@ -31,6 +34,7 @@ __all__ = [
     "Requirement",
     "Role",
     "Target",
+    "TYPES",
     "UnknownInstruction",
     "Version",
     "effects",
@@ -43,6 +47,7 @@ __all__ = [
     "requirements",
     "satisfied",
     "state_spaces",
+    "unknown_modifiers",
     "version",
     "version_text",
 ]
@@ -206,6 +211,12 @@ def requirements(instr: ast.Instruction) -> list[Requirement]:
             if sreg:
                 out.append(Requirement(f"special register '{sreg.name}'", sreg.needs))
     return out
+
+
+def unknown_modifiers(instr: ast.Instruction) -> list[str]:
+    """The modifiers an instruction's family does not have at all (only families listed in MODIFIERS are checked)."""
+    key = family(instr)
+    return _unknown(key, instr.modifiers) if key else []
 
 
 def satisfied(needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> bool:

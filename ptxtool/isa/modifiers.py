@@ -1,0 +1,44 @@
+"""Every modifier some instruction families may carry (the PTX ISA manual's syntax blocks), so `parse --check` can
+reject one a family does not have at all (`redux.sync.umax`), as ptxas does. Families not listed go unchecked.
+
+Each entry lists the words that may follow the family's own name; `TYPES` marks a family that also takes any
+fundamental type (the type is not checked: only words that are neither a listed modifier nor a type are flagged).
+"""
+
+from __future__ import annotations
+
+TYPES = "<type>"
+
+FUNDAMENTAL_TYPES = frozenset(f"{kind}{bits}" for kind in "subf" for bits in (8, 16, 32, 64, 128)) | frozenset(
+    ("pred", "f16x2", "bf16", "bf16x2", "tf32", "e4m3", "e5m2", "e4m3x2", "e5m2x2", "e2m1x2", "e2m3x2", "e3m2x2")
+    + ("ue8m0x2", "s2f6x2", "e4m3x4", "e5m2x4", "e2m1x4", "e2m3x4", "e3m2x4")
+)
+
+_SEM = ("relaxed", "acquire", "release", "acq_rel")
+_SCOPE = ("cta", "cluster", "gpu", "sys")
+_ATOMIC_SPACE = ("global", "shared", "shared::cta", "shared::cluster")
+_CMP = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
+_CMP_FLOAT = ("equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
+
+# family: the modifiers it may carry after its own name, in the manual's order
+MODIFIERS: dict[str, tuple[str, ...]] = {
+    "redux.sync": ("add", "min", "max", "and", "or", "xor", "abs", "NaN", "u32", "s32", "b32", "f32"),
+    "vote": ("all", "any", "uni", "ballot", "pred", "b32"),
+    "vote.sync": ("all", "any", "uni", "ballot", "pred", "b32"),
+    "shfl": ("up", "down", "bfly", "idx", "b32"),
+    "shfl.sync": ("up", "down", "bfly", "idx", "b32"),
+    "setp": (*_CMP, *_CMP_FLOAT, "and", "or", "xor", "ftz", TYPES),
+    "atom": (*_SEM, *_SCOPE, *_ATOMIC_SPACE, "and", "or", "xor", "cas", "exch", "add", "inc", "dec", "min", "max")
+    + ("noftz", "L2::cache_hint", "v2", "v4", "v8", TYPES),
+    "red": (*_SEM, *_SCOPE, *_ATOMIC_SPACE, "and", "or", "xor", "add", "inc", "dec", "min", "max")
+    + ("noftz", "L2::cache_hint", "v2", "v4", "v8", TYPES),
+}
+
+
+def unknown(family: str, modifiers: tuple[str, ...]) -> list[str]:
+    """The modifiers (after the family's own name) that the family does not have; [] for an unchecked family."""
+    allowed = MODIFIERS.get(family)
+    if allowed is None:
+        return []
+    rest = modifiers[family.count(".") :]
+    return [m for m in rest if m not in allowed and not (TYPES in allowed and m in FUNDAMENTAL_TYPES)]

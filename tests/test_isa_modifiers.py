@@ -1,0 +1,75 @@
+"""Modifiers a family does not have at all (`redux.sync.umax`): `parse --check` flags exactly the lines the wheel's
+ptxas rejects, and none of the well-formed uses of the same families."""
+
+from __future__ import annotations
+
+from test_isa_legality import ptxas_error_lines
+
+from ptxtool.legality import check_module
+from ptxtool.syntax import parse
+
+# (instruction, the modifier we must name); each is one made-up or misplaced word on a checked family
+BAD = [
+    ("redux.sync.umax.u32 %r1, %r2, 0xffffffff;", "umax"),
+    ("redux.sync.mul.u32 %r1, %r2, 0xffffffff;", "mul"),
+    ("vote.sync.none.pred %p1, %p2, 0xffffffff;", "none"),
+    ("vote.sync.all.u32 %p1, %p2, 0xffffffff;", "u32"),
+    ("shfl.sync.rot.b32 %r1, %r2, 1, 31, 0xffffffff;", "rot"),
+    ("shfl.sync.idx.f32 %r1, %r2, 1, 31, 0xffffffff;", "f32"),
+    ("setp.neq.s32 %p1, %r1, %r2;", "neq"),
+    ("setp.lt.sat.f32 %p1, %f1, %f2;", "sat"),
+    ("atom.global.mul.u32 %r1, [%rd1], %r2;", "mul"),
+    ("atom.global.weak.add.u32 %r1, [%rd1], %r2;", "weak"),
+    ("atom.local.add.u32 %r1, [%rd1], %r2;", "local"),
+    ("red.global.cas.b32 [%rd1], %r1;", "cas"),
+    ("red.global.exch.b32 [%rd1], %r1;", "exch"),
+]
+
+# Well-formed uses with many modifiers of the same families: ptxas accepts them, and so must we.
+GOOD = [
+    "redux.sync.max.abs.NaN.f32 %f1, %f2, 0xffffffff;",
+    "redux.sync.xor.b32 %r1, %r2, 0xffffffff;",
+    "vote.sync.uni.pred %p1, %p2, 0xffffffff;",
+    "shfl.sync.bfly.b32 %r1|%p1, %r2, 1, 31, 0xffffffff;",
+    "setp.gtu.and.ftz.f32 %p1|%p2, %f1, %f2, %p1;",
+    "setp.hs.u64 %p1, %rd1, %rd2;",
+    "atom.acquire.gpu.shared::cta.inc.u32 %r1, [%r2], %r3;",
+    "atom.relaxed.sys.global.cas.b64 %rd1, [%rd2], %rd3, %rd4;",
+    "atom.global.L2::cache_hint.exch.b32 %r1, [%rd1], %r2, %rd2;",
+    "red.release.cluster.global.add.noftz.f16 [%rd1], %rs1;",
+    "red.shared.max.s64 [%r1], %rd1;",
+    "red.global.v4.f32.add [%rd1], {%f1, %f2, %f3, %f4};",
+]
+
+
+def kernels(lines: list[str]) -> str:
+    body = "\n".join(
+        f".visible .entry k{n}()\n{{\n.reg .pred %p<3>; .reg .f32 %f<9>; .reg .b16 %rs<5>; .reg .b32 %r<9>; "
+        f".reg .b64 %rd<9>;\n{line}\nret;\n}}"
+        for n, line in enumerate(lines)
+    )
+    return f".version 8.8\n.target sm_100a\n.address_size 64\n{body}\n"
+
+
+def test_unknown_modifiers_are_flagged_where_ptxas_rejects(tmp_path):
+    text = kernels([line for line, _ in BAD])
+    problems = check_module(parse(text))
+    code, theirs = ptxas_error_lines(text, tmp_path)
+    assert code != 0
+    assert {p.line for p in problems} == theirs
+    assert len(problems) == len(BAD)
+    for problem, (line, word) in zip(problems, BAD, strict=True):
+        assert problem.message.startswith(f"modifier '.{word}' is not one of {line.split('.')[0]}"), problem.message
+
+
+def test_well_formed_modifiers_are_not_flagged_and_ptxas_agrees(tmp_path):
+    text = kernels(GOOD)
+    assert check_module(parse(text)) == []
+    assert ptxas_error_lines(text, tmp_path) == (0, set())
+
+
+def test_message_lists_the_family_modifiers():
+    (problem,) = check_module(parse(kernels([BAD[0][0]])))
+    assert problem.message == (
+        "modifier '.umax' is not one of redux.sync's: .add .min .max .and .or .xor .abs .NaN .u32 .s32 .b32 .f32"
+    )
