@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from test_isa_legality import ptxas_error_lines
 
+from ptxtool import isa
 from ptxtool.legality import check_module
 from ptxtool.syntax import parse
 
@@ -23,6 +24,14 @@ BAD = [
     ("atom.local.add.u32 %r1, [%rd1], %r2;", "local"),
     ("red.global.cas.b32 [%rd1], %r1;", "cas"),
     ("red.global.exch.b32 [%rd1], %r1;", "exch"),
+    ("redux.sync.add.aligned.u32 %r1, %r2, 0xffffffff;", "aligned"),
+    ("bar.sync.aligned 0;", "aligned"),
+    ("bar.red.aligned.and.pred %p1, 0, %p2;", "aligned"),
+    ("bar.foo 0;", "foo"),
+    ("barrier.sync.foo 0;", "foo"),
+    ("barrier.cluster.arrive.acq_rel;", "acq_rel"),
+    ("cvt.rnd.f32.s32 %f1, %r1;", "rnd"),
+    ("cvt.rn.sat.f32.u33 %f1, %r1;", "u33"),
 ]
 
 # Well-formed uses with many modifiers of the same families: ptxas accepts them, and so must we.
@@ -39,6 +48,17 @@ GOOD = [
     "red.release.cluster.global.add.noftz.f16 [%rd1], %rs1;",
     "red.shared.max.s64 [%r1], %rd1;",
     "red.global.v4.f32.add [%rd1], {%f1, %f2, %f3, %f4};",
+    "bar.cta.red.popc.u32 %r1, 0, %p1;",
+    "bar.red.or.pred %p1, 0, %p2;",
+    "barrier.cta.arrive.aligned 0, 32;",
+    "barrier.red.aligned.or.pred %p1, 0, %p2;",
+    "barrier.cluster.arrive.release.aligned;",
+    "barrier.cluster.wait.acquire.aligned;",
+    "cvt.rzi.ftz.sat.s32.f32 %r1, %f1;",
+    "cvt.rn.satfinite.relu.e4m3x2.f16x2 %rs1, %r1;",
+    "cvt.rs.relu.satfinite.e4m3x4.f32 %r1, {%f1, %f2, %f3, %f4}, %r2;",
+    "cvt.rz.satfinite.ue8m0x2.f32 %rs1, %f1, %f2;",
+    "cvt.rn.bf16x2.ue8m0x2 %r1, %rs1;",
 ]
 
 
@@ -59,7 +79,8 @@ def test_unknown_modifiers_are_flagged_where_ptxas_rejects(tmp_path):
     assert {p.line for p in problems} == theirs
     assert len(problems) == len(BAD)
     for problem, (line, word) in zip(problems, BAD, strict=True):
-        assert problem.message.startswith(f"modifier '.{word}' is not one of {line.split('.')[0]}"), problem.message
+        family = isa.family(parse(kernels([line])).kernels[0].body.statements[-2])
+        assert line.startswith(family) and problem.message.startswith(f"modifier '.{word}' is not one of {family}'s:")
 
 
 def test_well_formed_modifiers_are_not_flagged_and_ptxas_agrees(tmp_path):

@@ -17,6 +17,7 @@ FUNDAMENTAL_TYPES = frozenset(f"{kind}{bits}" for kind in "subf" for bits in (8,
 _SEM = ("relaxed", "acquire", "release", "acq_rel")
 _SCOPE = ("cta", "cluster", "gpu", "sys")
 _ATOMIC_SPACE = ("global", "shared", "shared::cta", "shared::cluster")
+_BARRIER = ("cta", "sync", "arrive", "red", "popc", "and", "or", "u32", "pred")
 _CMP = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
 _CMP_FLOAT = ("equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
 
@@ -27,6 +28,13 @@ MODIFIERS: dict[str, tuple[str, ...]] = {
     "vote.sync": ("all", "any", "uni", "ballot", "pred", "b32"),
     "shfl": ("up", "down", "bfly", "idx", "b32"),
     "shfl.sync": ("up", "down", "bfly", "idx", "b32"),
+    "bar": _BARRIER,  # `bar.sync.aligned` is rejected: only `barrier` takes .aligned
+    "bar.red": ("popc", "and", "or", "u32", "pred"),
+    "bar.warp.sync": (),
+    "barrier": (*_BARRIER, "aligned"),
+    "barrier.red": ("popc", "and", "or", "u32", "pred", "aligned"),
+    "barrier.cluster": ("arrive", "wait", "release", "relaxed", "acquire", "aligned"),
+    "cvt": ("rn", "rz", "rm", "rp", "rna", "rs", "rni", "rzi", "rmi", "rpi", "ftz", "sat", "satfinite", "relu", TYPES),
     "setp": (*_CMP, *_CMP_FLOAT, "and", "or", "xor", "ftz", TYPES),
     "atom": (*_SEM, *_SCOPE, *_ATOMIC_SPACE, "and", "or", "xor", "cas", "exch", "add", "inc", "dec", "min", "max")
     + ("noftz", "L2::cache_hint", "v2", "v4", "v8", TYPES),
