@@ -32,6 +32,13 @@ BAD = [
     ("barrier.cluster.arrive.acq_rel;", "acq_rel"),
     ("cvt.rnd.f32.s32 %f1, %r1;", "rnd"),
     ("cvt.rn.sat.f32.u33 %f1, %r1;", "u33"),
+    ("ld.global.fast.u32 %r1, [%rd1];", "fast"),
+    ("ld.global.wb.u32 %r1, [%rd1];", "wb"),
+    ("ld.release.gpu.global.u32 %r1, [%rd1];", "release"),
+    ("ld.global.L2::32B.u32 %r1, [%rd1];", "L2::32B"),
+    ("st.global.lu.f32 [%rd1], %f1;", "lu"),
+    ("st.global.nc.f32 [%rd1], %f1;", "nc"),
+    ("st.acquire.gpu.global.u32 [%rd1], %r1;", "acquire"),
 ]
 
 # Well-formed uses with many modifiers of the same families: ptxas accepts them, and so must we.
@@ -59,6 +66,15 @@ GOOD = [
     "cvt.rs.relu.satfinite.e4m3x4.f32 %r1, {%f1, %f2, %f3, %f4}, %r2;",
     "cvt.rz.satfinite.ue8m0x2.f32 %rs1, %f1, %f2;",
     "cvt.rn.bf16x2.ue8m0x2 %r1, %rs1;",
+    "ld.global.lu.f32 %f1, [%rd1];",
+    "ld.weak.global.cg.v2.f32 {%f1, %f2}, [%rd1];",
+    "ld.volatile.shared.v4.u32 {%r1, %r2, %r3, %r4}, [%r5];",
+    "ld.acquire.sys.global.L1::no_allocate.u64 %rd1, [%rd2];",
+    "st.global.wt.f32 [%rd1], %f1;",
+    "st.global.L1::no_allocate.f32 [%rd1], %f1;",
+    "st.global.L1::evict_first.v8.b32 [%rd1], {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8};",
+    "st.release.cluster.shared::cluster.u32 [%r1], %r2;",
+    "st.mmio.relaxed.sys.global.u32 [%rd1], %r1;",
 ]
 
 
