@@ -59,7 +59,7 @@ def _attach(node, cursor: _Cursor):
     leading = cursor.before(node.line, node.column)
     if isinstance(node, ast.Function) and node.directives:
         directives = tuple(_attach(d, cursor) for d in node.directives)
-        if directives != node.directives or any(d.leading or d.trailing for d in directives):
+        if any(a is not b for a, b in zip(directives, node.directives, strict=True)):  # _attach keeps unchanged
             node = replace(node, directives=directives)
     if isinstance(node, ast.Function | ast.Section) and node.body is not None:
         header = cursor.before(node.body.line, node.body.column)

@@ -19,7 +19,7 @@ from lark import Lark, Token
 from ptxtool.syntax import ast
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
-from ptxtool.syntax.lexer import LexSession, PtxLexer
+from ptxtool.syntax.lexer import LexError, LexSession, PtxLexer
 
 # ---------------------------------------------------------------- errors
 
@@ -278,7 +278,8 @@ class _Build:
 
     def i_generic(self, word, symbol, *offset):
         if word.value != "generic":
-            self.session.errors.append(_lex_issue(word, f"unknown initializer function '{word}': expected 'generic'"))
+            message = f"unknown initializer function '{word}': expected 'generic'"
+            self.session.errors.append(LexError(word.line, word.column, message))
         return ast.Generic(self._name(symbol), self._signed(offset[1:]) if offset else None)
 
     def i_mask(self, mask, address):
@@ -455,12 +456,6 @@ class _Build:
 
     def e_conditional(self, condition, qmark, if_true, if_false):
         return ast.Conditional(condition, if_true, if_false, *self._blanks(qmark))
-
-
-def _lex_issue(token: Token, message: str):
-    from ptxtool.syntax.lexer import LexError
-
-    return LexError(token.line, token.column, message)
 
 
 # ---------------------------------------------------------------- the parser
