@@ -269,14 +269,15 @@ def verify_on_gpu(result: OptimizeResult, original: str, spec_path: str) -> None
     """Run the original and the optimized file on the GPU with the spec; a difference becomes a problem."""
     import tempfile
 
-    from ptxtool.launch import load_spec
-    from ptxtool.run import run
+    from ptxtool.services.launch import load_spec
+    from ptxtool.services.run import run
+    from ptxtool.sources import read_source
 
     spec = load_spec(spec_path)
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         optimized = str(Path(tmp) / Path(original).name)
         Path(optimized).write_text(result.text)
-        report = run([original, optimized], spec)
+        report = run([read_source(original), read_source(optimized)], spec)
     result.gpu = report.verdict
     if report.exit_code != EXIT_OK:
         result.problems += [f"on the GPU ({spec_path}): {line.strip()}" for line in report.lines()[1:4]]

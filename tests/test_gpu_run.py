@@ -17,10 +17,22 @@ from conftest import SPEC_PTX
 
 from ptxtool.cli import main
 from ptxtool.errors import EnvironmentProblem
-from ptxtool.launch import fill, from_bf16, load_spec, spec_from_data
-from ptxtool.run import bench, run
+from ptxtool.services import bench as bench_service
+from ptxtool.services import run as run_service
+from ptxtool.services.launch import fill, from_bf16, load_spec, spec_from_data
+from ptxtool.sources import read_inputs
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.gpu import probe
+
+
+def run(paths, *args, **kwargs):
+    """The run service on files read as the command reads them (a .cubin as bytes)."""
+    return run_service.run(read_inputs([str(p) for p in paths], binary=True), *args, **kwargs)
+
+
+def bench(paths, *args, **kwargs):
+    return bench_service.bench(read_inputs([str(p) for p in paths], binary=True), *args, **kwargs)
+
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 ELEMENTWISE = SAMPLES / "elementwise.sm90.ptx"

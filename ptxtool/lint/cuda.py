@@ -14,7 +14,7 @@ from pathlib import Path
 from ptxtool.errors import InputError, Location
 from ptxtool.syntax import ast
 
-_APPEND = "NVCC_APPEND_FLAGS"  # nvcc adds these to its command line (cuda_to_ptx takes no options of its own)
+_APPEND = "NVCC_APPEND_FLAGS"  # nvcc adds these to its command line (compile.cuda_to_ptx takes no options of its own)
 
 
 @contextmanager
@@ -30,7 +30,7 @@ def _lineinfo() -> Iterator[None]:
             os.environ[_APPEND] = before
 
 
-def cuda_to_ptx(path: str, arch: str | None) -> str:
+def annotated_ptx(path: str, arch: str | None) -> str:
     """PTX with `.loc` line info for a .cu file, or a .cuh header through a unit that includes it."""
     from ptxtool.toolchain.compile import cuda_to_ptx as compile_cuda
 
