@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ptxtool import isa
+from ptxtool.analysis.statements import statements
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
 from ptxtool.sources import Source
@@ -83,7 +84,7 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
         for s in item.body.statements
         if isinstance(s, ast.Label)
     ]
-    for node in _statements(module):
+    for node in statements(module):
         if isinstance(node, ast.Declaration) and any(isinstance(n, ast.Mask) for n in ast.walk(node)):
             found.append(("mask_initializer", node.line, node.column))
         if isinstance(node, ast.Declaration) and node.has(".b128"):
@@ -92,18 +93,6 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
             if any(g and isinstance(g[0], ast.Name) and g[0].text == "inlined_at" for g in node.args):
                 found.append(("inlined_at", node.line, node.column))
     return found
-
-
-def _statements(module: ast.Module):
-    """Module items and every statement of every function body, nested blocks included (operands not visited)."""
-    stack: list[object] = list(reversed(module.items))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.Function) and node.body is not None:
-            stack.append(node.body)
-        elif isinstance(node, ast.Block):
-            stack.extend(reversed(node.statements))
 
 
 def check_module(module: ast.Module) -> list[Problem]:

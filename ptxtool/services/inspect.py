@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
 
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pressure import PressureCurve, pressure
+from ptxtool.analysis.statements import statements
 from ptxtool.errors import (
     EXIT_FOUND,
     EXIT_INPUT,
@@ -132,13 +133,6 @@ class FileReport:
 # ---------------------------------------------------------------- PTX facts
 
 
-def _statements(block: ast.Block) -> Iterator[ast.Statement]:
-    for s in block.statements:
-        yield s
-        if isinstance(s, ast.Block):
-            yield from _statements(s)
-
-
 def _declared_bytes(attributes: tuple[ast.Attribute, ...], dims: tuple[ast.Immediate | None, ...]) -> int | None:
     """Size of a declared variable; None for an unsized (extern, dynamic) array."""
     if any(d is None for d in dims):
@@ -162,7 +156,7 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
     barriers: Counter[str] = Counter()
     used_module_shared: set[str] = set()
     assert function.body is not None
-    for statement in _statements(function.body):
+    for statement in statements(function.body):
         if isinstance(statement, ast.Declaration) and statement.has(".shared"):
             for d in statement.declarators:
                 size = _declared_bytes(statement.attributes, d.dims)

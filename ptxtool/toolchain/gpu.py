@@ -199,9 +199,6 @@ class Gpu:
     def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
         self._check(self._cu.cuMemsetD8Async(ptr, byte, nbytes, self._stream)[0], "cuMemsetD8Async")
 
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
-        self._check(self._cu.cuMemcpyDtoDAsync(dst, src, nbytes, self._stream)[0], "cuMemcpyDtoDAsync")
-
     # -------------------------------------------------------------- launches and time
 
     def launch(

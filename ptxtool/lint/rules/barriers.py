@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ptxtool import isa
+from ptxtool.analysis.divergence import ThreadDependence, divergent_region, guard, post_dominators
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import ThreadDependence, divergent_region, guard, post_dominators
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.divergence import guard
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import find_loops
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import guard
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
