@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxtool.errors import Diagnostic, InputError, Location
+from ptxtool.errors import Diagnostic, InputError, Location, UsageError
 from ptxtool.syntax import ParseError, ast, parse
 
 STDIN = "-"
@@ -51,7 +51,7 @@ class Unreadable:
 def read_inputs(paths: Sequence[str], *, cuda: bool = False, binary: bool = False) -> list[Source | Unreadable]:
     """Read every input once, in order; `cuda` admits .cu/.cuh text, `binary` .cubin bytes. Stdin (`-`) only once."""
     if list(paths).count(STDIN) > 1:
-        raise InputError.at("<stdin>", "stdin (-) can be read only once")
+        raise UsageError("stdin (-) can be read only once")
     out: list[Source | Unreadable] = []
     for path in paths:
         try:
