@@ -123,9 +123,8 @@ def inspect(result, out: Out, machine: bool) -> None:
             out.diagnostic(Diagnostic(Location(r.path, line), w.message, "warning", code=f"ptxas/{w.kind}"))
     for note in result.notes:
         out.status(note)
-    for v in result.violations:
-        where = v.path + (f":{v.line}" if v.line else "")
-        out.stderr.print(f"[bold]{escape(where)}:[/bold] [bold red]{v.origin}:[/bold red] {escape(v.message)}")
+    for d in result.diagnostics():
+        out.diagnostic(d)
 
 
 def lint(result, out: Out, machine: bool) -> None:

@@ -365,6 +365,13 @@ class InspectResult:
     def errors(self) -> list[Diagnostic]:
         return [d for r in self.results if isinstance(r, Failure) for d in r.diagnostics]
 
+    def diagnostics(self) -> list[Diagnostic]:
+        """The violations as the one diagnostic type (code: `budget/<limit>` or `baseline/<metric>`)."""
+        return [
+            Diagnostic(Location(v.path, v.line), v.message, "error", code=f"{v.origin}/{v.check}")
+            for v in self.violations
+        ]
+
     @property
     def exit_code(self) -> int:
         if len(self.reports) < len(self.results):
