@@ -13,6 +13,7 @@ from typing import Any
 from ptxtool.errors import EXIT_OK
 from ptxtool.services.launch import GUARD_BYTES, LaunchSpec, Workspace, fill, load_spec, loaded, programs_of
 from ptxtool.sources import Source, Unreadable
+from ptxtool.syntax.names import display
 from ptxtool.toolchain.gpu import DeviceInfo
 
 BENCH_SCHEMA = "ptxtool.bench/1"
@@ -88,7 +89,7 @@ class BenchReport:
     def lines(self) -> list[str]:
         l2 = self.device.l2_bytes
         out = [
-            f"{self.kernel} on {self.device.name} ({self.device.arch}): {self.copies} input copies, "
+            f"{display(self.kernel)} on {self.device.name} ({self.device.arch}): {self.copies} input copies, "
             f"{self.working_set_bytes / 2**20:.1f} MiB in rotation (L2 {l2 / 2**20:.0f} MiB)"
             + ("" if self.working_set_bytes > l2 else " -- fits in L2: times are cache times")
         ]

@@ -28,6 +28,7 @@ from ptxtool.services.launch import (
     programs_of,
 )
 from ptxtool.sources import Source, Unreadable
+from ptxtool.syntax.names import display
 from ptxtool.toolchain.gpu import DeviceInfo, KernelFault
 
 RUN_SCHEMA = "ptxtool.run/1"
@@ -167,9 +168,8 @@ class RunReport:
 
     def lines(self) -> list[str]:
         names = " vs ".join(self.files)
-        head = (
-            f"{self.kernel}: {names} on {self.device.name} ({self.device.arch}), {self.trials} trials, seed {self.seed}"
-        )
+        device = f"{self.device.name} ({self.device.arch})"
+        head = f"{display(self.kernel)}: {names} on {device}, {self.trials} trials, seed {self.seed}"
         out = [head, f"{self.verdict}: {VERDICTS[self.verdict]}"]
         if self.fault:
             out.append(f"  {self.fault}")
