@@ -36,7 +36,7 @@ def table(out: Out, columns: tuple[tuple[str, bool, bool], ...], rows: list[list
         return
     t = Table(header_style="bold")
     for i, (title, right, whole) in enumerate(columns):
-        longest = max((len(r[i]) for r in rows), default=0)
+        longest = max((len(r[i].split("\n")[0]) for r in rows), default=0)  # a cell's first line is the name
         t.add_column(
             title,
             justify="right" if right else "left",
@@ -45,17 +45,25 @@ def table(out: Out, columns: tuple[tuple[str, bool, bool], ...], rows: list[list
         )
     for n, row in enumerate(rows):
         t.add_row(*(f"[red]{v}[/red]" if (n, i) in red else v for i, v in enumerate(row)))
-    Console(file=out.stdout, highlight=False, force_terminal=True).print(t)
+    # wider than the terminal even at its narrowest: the terminal wraps the lines, nothing is cropped away
+    Console(file=out.stdout, highlight=False, force_terminal=True).print(t, crop=False)
 
 
 def _counts(counter: dict[str, int]) -> str:
     return str(sum(counter.values())) if counter else "-"
 
 
+def _kernel_cell(symbol: str, terminal: bool) -> str:
+    """The symbol and, for C++, its signature: beside it when piped, under it on a terminal (the first line of a
+    cell is the one kept whole)."""
+    from ptxtool.syntax.names import demangle
+
+    d = demangle(symbol)
+    return symbol if d is None else f"{symbol}{chr(10) if terminal else ' '}({d.signature})"
+
+
 def inspect_table(out: Out, reports: list) -> None:
     from rich.markup import escape
-
-    from ptxtool.syntax.names import display
 
     rows, red = [], set()
     for r in reports:
@@ -69,7 +77,7 @@ def inspect_table(out: Out, reports: list) -> None:
                 red.add((len(rows), 11))
             cells = [
                 r.path,
-                display(k.name),
+                _kernel_cell(k.name, out.terminal),
                 str(res.registers) if res.registers is not None else "?",
                 f"{res.spill_stores}/{res.spill_loads}",
                 str(res.stack_frame),
