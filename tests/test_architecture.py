@@ -247,3 +247,23 @@ def test_terminal_table_never_cuts_file_or_kernel_names():
     text = re.sub(r"\x1b\[[0-9;]*m", "", stream.getvalue())
     assert any(name in line and kernel in line for line in text.splitlines()), text
     assert text.count("/") == 11 + 3 + name.count("/")  # every value folded in its column, none cropped
+
+
+def test_every_service_returns_a_result_the_renderer_knows():
+    """Each services/<command>.py has `execute(options, sources)` returning a Result type in report's TEXT table,
+    with `exit_code` and `to_data`."""
+    import importlib
+    import typing
+
+    from ptxtool.report.text import TEXT
+
+    helpers = {"__init__", "launch", "result"}
+    names = sorted(p.stem for p in (PACKAGE / "services").glob("*.py") if p.stem not in helpers)
+    assert {"parse", "fmt", "doctor", "inspect", "sass", "cfg", "lint", "run", "bench"} <= set(names)
+    for name in names:
+        module = importlib.import_module(f"ptxtool.services.{name}")
+        returned = typing.get_type_hints(module.execute)["return"]
+        options, sources = list(typing.get_type_hints(module.execute))[:2]
+        assert options == "options" and sources.startswith("source"), name
+        assert returned.__name__ in TEXT or name == "optimize", name
+        assert hasattr(returned, "exit_code") and callable(returned.to_data), name
