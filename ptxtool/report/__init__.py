@@ -7,14 +7,18 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ptxtool.report.console import Out
 from ptxtool.report.text import TEXT
 
+if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
+    from ptxtool.services.result import Result
+
 FORMATS = ("text", "json", "sarif")
 
 
-def _sarif(result) -> dict:
+def _sarif(result: Result) -> dict:
     from ptxtool import __version__
     from ptxtool.report import sarif
 
@@ -22,7 +26,7 @@ def _sarif(result) -> dict:
     return table[type(result).__name__](result, __version__)
 
 
-def emit(result, form: str = "text", out: Out | None = None) -> int:
+def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
     """Write a Result in one format (`text`, `json`, `sarif`) and return its exit code. With a machine format the
     document alone goes to stdout and the text renderer writes only to stderr."""
     out = out or Out.standard()
@@ -35,7 +39,7 @@ def emit(result, form: str = "text", out: Out | None = None) -> int:
     return result.exit_code
 
 
-def emit_and_exit(result, form: str = "text") -> None:
+def emit_and_exit(result: Result, form: str = "text") -> None:
     """`emit`, then leave with the Result's exit code (the last thing every command does)."""
     code = emit(result, form)
     sys.stdout.flush()
