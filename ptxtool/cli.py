@@ -143,7 +143,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 @_guarded
 def fmt_command(files: tuple[str, ...], **options) -> None:
     fmt = _service("fmt")
-    emit_and_exit(fmt.execute(fmt.Options(**options), read_inputs(files)))
+    emit_and_exit(fmt.execute(fmt.Options(**options).checked(files), read_inputs(files)))
 
 
 @main.command("doctor", help=HELP["doctor"])
@@ -227,7 +227,7 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
     options, table = _inspect_options(o["arch"], o["block_size"], o["backend"], pressure=o["pressure"])
     options = replace(options, pressure_kernel=o["pressure_kernel"])
     budget, baseline = o["budget"] or table.path_value("budget"), o["baseline"] or table.path_value("baseline")
-    checks = inspect.Checks(budget, baseline, o["update_baseline"], o["svg"], o["jobs"])
+    checks = inspect.Checks(budget, baseline, o["update_baseline"], o["svg"], o["jobs"]).checked(options, files)
     with progress(len(files), "inspecting") as advance:
         result = inspect.execute(options, read_inputs(files, cuda=True), checks, advance)
     emit_and_exit(result, form)

@@ -15,6 +15,13 @@ class Options:
     kernel: str | None = None
     output: str | None = None  # .dot/.gv: dot text; .svg: rendered; None: dot text on stdout
 
+    def __post_init__(self) -> None:
+        if self.output and not self.output.endswith(SUFFIXES):
+            raise UsageError(
+                f"-o {self.output}: cfg writes .dot/.gv (dot text) or .svg; for other formats pipe the text to "
+                "graphviz, e.g. `ptxtool cfg k.ptx | dot -Tpng > cfg.png`"
+            )
+
 
 @dataclass(frozen=True, slots=True)
 class CfgResult:
@@ -36,11 +43,6 @@ def execute(options: Options, sources: list[Source | Unreadable]) -> CfgResult:
     from ptxtool.syntax.names import choose_function
 
     output = options.output
-    if output and not output.endswith(SUFFIXES):
-        raise UsageError(
-            f"-o {output}: cfg writes .dot/.gv (dot text) or .svg; for other formats pipe the text to graphviz, "
-            "e.g. `ptxtool cfg k.ptx | dot -Tpng > cfg.png`"
-        )
     (source,) = sources
     if isinstance(source, Unreadable):
         raise InputError(list(source.diagnostics))

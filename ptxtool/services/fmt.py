@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, Diagnostic, InputError, UsageError
@@ -15,6 +16,19 @@ class Options:
     check: bool = False
     diff: bool = False
     color: bool | None = None  # colour the diff; None: when stdout is a terminal
+
+    def checked(self, paths: Sequence[str]) -> Options:
+        """These options for these inputs, or the usage error they make: called before any input is read (stdin
+        would wait for a terminal first)."""
+        if self.output and (self.in_place or len(paths) != 1):
+            raise UsageError("-o/--output takes exactly one input file and no --in-place")
+        if self.in_place and STDIN in paths:
+            raise UsageError("--in-place cannot rewrite stdin")
+        if self.check and (self.in_place or self.output):
+            raise UsageError("--check writes nothing: drop --in-place/-o, or --check to write")
+        if len(paths) > 1 and not (self.in_place or self.check or self.diff):
+            raise UsageError("several files: say where results go with --in-place, or use --check or --diff")
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,24 +62,10 @@ class FmtResult:
         }
 
 
-def check_options(options: Options, paths: list[str]) -> None:
-    """The combinations that make no sense, as usage errors, before any file is read."""
-    if options.output and (options.in_place or len(paths) != 1):
-        raise UsageError("-o/--output takes exactly one input file and no --in-place")
-    if options.in_place and STDIN in paths:
-        raise UsageError("--in-place cannot rewrite stdin")
-    if options.check and (options.in_place or options.output):
-        raise UsageError("--check writes nothing: drop --in-place/-o, or --check to write")
-    if paths.count(STDIN) > 1:
-        raise UsageError("stdin (-) can be read only once")
-    if len(paths) > 1 and not (options.in_place or options.check or options.diff):
-        raise UsageError("several files: say where results go with --in-place, or use --check or --diff")
-
-
 def execute(options: Options, sources: list[Source | Unreadable]) -> FmtResult:
     from ptxtool.syntax import format_module
 
-    check_options(options, [s.path for s in sources])
+    options.checked([s.path for s in sources])
     files, errors = [], []
     for source in sources:
         try:

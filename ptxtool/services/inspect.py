@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
@@ -347,6 +347,16 @@ class Checks:
     svg: str | None = None
     jobs: int | None = None
 
+    def checked(self, options: Options, paths: Sequence[str]) -> Checks:
+        """These checks with these options and inputs, or the usage error they make (before any input is read)."""
+        if self.update_baseline and not self.baseline:
+            raise UsageError("--update-baseline needs --baseline FILE (where to write it)")
+        if (options.pressure_kernel is not None or self.svg) and not options.pressure:
+            raise UsageError("--kernel and --svg go with --pressure")
+        if self.svg and len(paths) > 1:
+            raise UsageError("--svg draws one kernel of one file: give one FILE (and --kernel when it has several)")
+        return self
+
 
 @dataclass
 class InspectResult:
@@ -398,12 +408,7 @@ def execute(
     from ptxtool import budget as rules
     from ptxtool.report.pictures import peak_text, pressure_svg
 
-    if checks.update_baseline and not checks.baseline:
-        raise UsageError("--update-baseline needs --baseline FILE (where to write it)")
-    if options.pressure_kernel is not None and not options.pressure or checks.svg and not options.pressure:
-        raise UsageError("--kernel and --svg go with --pressure")
-    if checks.svg and len(sources) > 1:
-        raise UsageError("--svg draws one kernel of one file: give one FILE (and --kernel when it has several)")
+    checks.checked(options, [s.path for s in sources])
     limits = rules.load_budget(checks.budget) if checks.budget else None
     before = rules.load_baseline(checks.baseline) if checks.baseline and not checks.update_baseline else None
     result = InspectResult(inspect_files(sources, options, checks.jobs, advance))
