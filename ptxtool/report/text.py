@@ -7,8 +7,6 @@ import difflib
 import json
 from collections.abc import Callable
 
-from rich.markup import escape
-
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out
 
@@ -24,8 +22,7 @@ def parse(result, out: Out, machine: bool) -> None:
 def fmt(result, out: Out, machine: bool) -> None:
     o = result.options
     colour = out.terminal if o.color is None else o.color
-    errors = iter(result.errors)
-    for d in errors:
+    for d in result.errors:
         out.diagnostic(d)
     for f in result.files:
         if o.diff and f.changed:
@@ -35,8 +32,7 @@ def fmt(result, out: Out, machine: bool) -> None:
                 out.status(f"would reformat {f.path}")
         elif not (o.in_place or o.output or o.diff or machine):
             out.stdout.write(f.after)
-    total = len(result.files) + result.failed
-    if o.check or o.in_place or total > 1:
+    if o.check or o.in_place or len(result.files) + result.failed > 1:
         verb = "would reformat" if o.check else "reformatted"
         changed = sum(f.changed for f in result.files)
         done = len(result.files)
@@ -116,8 +112,7 @@ def inspect(result, out: Out, machine: bool) -> None:
     for r in reports:
         if r.backend == "nvjitlink" or r.relocatable:
             what = "nvJitLink numbers are relocatable-mode numbers" if r.backend == "nvjitlink" else ""
-            what = what or "(relocatable: external calls unresolved)"
-            out.stderr.print(f"[cyan]note:[/cyan] {escape(r.path)}: {escape(what.strip('()'))}")
+            out.diagnostic(Diagnostic(Location(r.path), what or "relocatable: external calls unresolved", "note"))
         for w in [w for k in r.kernels for w in k.warnings] + list(r.warnings):
             line = w.line if w.line and r.lines_are_ptx else 0
             out.diagnostic(Diagnostic(Location(r.path, line), w.message, "warning", code=f"ptxas/{w.kind}"))
