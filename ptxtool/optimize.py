@@ -269,6 +269,7 @@ def verify_on_gpu(result: OptimizeResult, original: str, spec_path: str) -> None
     """Run the original and the optimized file on the GPU with the spec; a difference becomes a problem."""
     import tempfile
 
+    from ptxtool.report.gpu import run_lines
     from ptxtool.services.launch import load_spec
     from ptxtool.services.run import run
     from ptxtool.sources import read_source
@@ -280,4 +281,4 @@ def verify_on_gpu(result: OptimizeResult, original: str, spec_path: str) -> None
         report = run([read_source(original), read_source(optimized)], spec)
     result.gpu = report.verdict
     if report.exit_code != EXIT_OK:
-        result.problems += [f"on the GPU ({spec_path}): {line.strip()}" for line in report.lines()[1:4]]
+        result.problems += [f"on the GPU ({spec_path}): {line.strip()}" for line in run_lines(report)[1:4]]

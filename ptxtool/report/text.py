@@ -12,11 +12,24 @@ from ptxtool.report.console import Out
 
 
 def parse(result, out: Out, machine: bool) -> None:
+    """Each file's diagnostics, then its one-line summary: PTX version, targets, kernels, functions, instructions."""
+    from ptxtool.syntax import ast
+
     for f in result.files:
         for d in (*f.errors, *f.problems):
             out.diagnostic(d)
-        if f.module is not None and not machine:
-            out.line(f.summary())
+        m = f.module
+        if m is None or machine:
+            continue
+        kernels = len(m.kernels)
+        functions = sum(1 for g in m.functions if not g.is_kernel and g.body is not None)
+        count = sum(1 for g in m.functions if g.body for _ in ast.instructions(g.body))
+        state = f"{len(f.problems)} legality problem(s)" if f.problems else "ok"
+        out.line(
+            f"{f.path}: {state} — PTX {m.version or '?'}, {', '.join(m.targets) or 'no target'}; "
+            f"{kernels} kernel{'s' * (kernels != 1)}, {functions} function{'s' * (functions != 1)}, "
+            f"{count} instruction{'s' * (count != 1)}"
+        )
 
 
 def fmt(result, out: Out, machine: bool) -> None:
@@ -161,9 +174,18 @@ def rules(result, out: Out, machine: bool) -> None:
         out.line(f"{r.id}  {r.name:26} {r.severity:8} {r.summary}")
 
 
-def gpu(result, out: Out, machine: bool) -> None:
-    """`run` and `bench`: the verdict or the timings, on stderr (stdout holds only `--json`)."""
-    for line in result.lines():
+def run(result, out: Out, machine: bool) -> None:
+    """`run`: the verdict and what decided it, on stderr (stdout holds only `--json`)."""
+    from ptxtool.report.gpu import run_lines
+
+    for line in run_lines(result):
+        out.status(line)
+
+
+def bench(result, out: Out, machine: bool) -> None:
+    from ptxtool.report.gpu import bench_lines
+
+    for line in bench_lines(result):
         out.status(line)
 
 
@@ -176,6 +198,6 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "InspectResult": inspect,
     "LintResult": lint,
     "RulesResult": rules,
-    "RunReport": gpu,
-    "BenchReport": gpu,
+    "RunReport": run,
+    "BenchReport": bench,
 }

@@ -13,7 +13,6 @@ from typing import Any
 from ptxtool.errors import EXIT_OK
 from ptxtool.services.launch import GUARD_BYTES, LaunchSpec, Workspace, fill, load_spec, loaded, programs_of
 from ptxtool.sources import Source, Unreadable
-from ptxtool.syntax.names import display
 from ptxtool.toolchain.gpu import DeviceInfo
 
 BENCH_SCHEMA = "ptxtool.bench/1"
@@ -85,25 +84,6 @@ class BenchReport:
             "ratio": self.ratio,
             "noise": self.noise,
         }
-
-    def lines(self) -> list[str]:
-        l2 = self.device.l2_bytes
-        out = [
-            f"{display(self.kernel)} on {self.device.name} ({self.device.arch}): {self.copies} input copies, "
-            f"{self.working_set_bytes / 2**20:.1f} MiB in rotation (L2 {l2 / 2**20:.0f} MiB)"
-            + ("" if self.working_set_bytes > l2 else " -- fits in L2: times are cache times")
-        ]
-        for t in self.timings:
-            d = t.to_data()
-            out.append(
-                f"  {t.file}: median {d['median_us']:.2f} us (p10 {d['p10_us']:.2f}, p90 {d['p90_us']:.2f}, "
-                f"{d['launches']} launches), {d['gb_per_s']:.0f} GB/s by the spec's buffer sizes"
-            )
-        if self.ratio is not None:
-            out.append(f"  ratio B/A {self.ratio:.4f} (A against itself: {self.noise:.4f})")
-        else:
-            out.append(f"  A against itself (even vs odd launches): {self.noise:.4f}")
-        return out
 
 
 @dataclass(frozen=True, slots=True)

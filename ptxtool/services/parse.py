@@ -23,19 +23,6 @@ class Parsed:
     problems: tuple[Diagnostic, ...] = ()
     errors: tuple[Diagnostic, ...] = ()
 
-    def summary(self) -> str:
-        m = self.module
-        assert m is not None
-        kernels = len(m.kernels)
-        functions = sum(1 for f in m.functions if not f.is_kernel and f.body is not None)
-        count = sum(1 for f in m.functions if f.body for _ in ast.instructions(f.body))
-        state = f"{len(self.problems)} legality problem(s)" if self.problems else "ok"
-        return (
-            f"{self.path}: {state} — PTX {m.version or '?'}, {', '.join(m.targets) or 'no target'}; "
-            f"{kernels} kernel{'s' * (kernels != 1)}, {functions} function{'s' * (functions != 1)}, "
-            f"{count} instruction{'s' * (count != 1)}"
-        )
-
 
 @dataclass(frozen=True)
 class ParseResult:

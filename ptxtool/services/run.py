@@ -28,7 +28,6 @@ from ptxtool.services.launch import (
     programs_of,
 )
 from ptxtool.sources import Source, Unreadable
-from ptxtool.syntax.names import display
 from ptxtool.toolchain.gpu import DeviceInfo, KernelFault
 
 RUN_SCHEMA = "ptxtool.run/1"
@@ -67,13 +66,6 @@ class Mismatch:
     def to_data(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
-    def line(self, left: str, right: str) -> str:
-        error = f"; largest |difference| {self.max_abs_error:.3g}" if self.max_abs_error is not None else ""
-        return (
-            f"{self.buffer}[{self.index}] ({self.type}, trial {self.trial}, seed {self.seed}): "
-            f"{left} {self.left} vs {right} {self.right}; {self.differing} of {self.elements} elements differ{error}"
-        )
-
 
 @dataclass
 class Overrun:
@@ -83,11 +75,6 @@ class Overrun:
     buffer: str
     trial: int
     offset: int
-
-    def line(self) -> str:
-        return (
-            f"{self.file} wrote past the end of {self.buffer} (trial {self.trial}): byte {self.offset} past it changed"
-        )
 
 
 @dataclass
@@ -103,27 +90,7 @@ class OutputSummary:
     high: float | None
     sha256: str
 
-    def line(self) -> str:
-        parts = [f"{self.buffer} ({self.type} x {self.elements})"]
-        if self.unwritten is not None:
-            parts.append(f"{self.unwritten} unwritten")
-        if self.nan:
-            parts.append(f"{self.nan} NaN")
-        if self.low is not None:
-            parts.append(f"range [{self.low:.6g}, {self.high:.6g}]")
-        parts.append(f"sha256 {self.sha256}")
-        return ", ".join(parts)
 
-
-VERDICTS = {
-    "ran": "ran, and gave the same bits twice on every trial",
-    "identical": "outputs identical",
-    "within_tolerance": "outputs agree within the spec's tolerance",
-    "differ": "outputs differ",
-    "nondeterministic": "the first kernel differs from itself on identical inputs",
-    "overrun": "a kernel wrote past the end of a buffer",
-    "fault": "a kernel failed on the GPU",
-}
 _FINDINGS = {"differ", "nondeterministic", "overrun", "fault"}
 
 
@@ -165,21 +132,6 @@ class RunReport:
             "fault": self.fault,
             "outputs": [o.__dict__ for o in self.outputs],
         }
-
-    def lines(self) -> list[str]:
-        names = " vs ".join(self.files)
-        device = f"{self.device.name} ({self.device.arch})"
-        head = f"{display(self.kernel)}: {names} on {device}, {self.trials} trials, seed {self.seed}"
-        out = [head, f"{self.verdict}: {VERDICTS[self.verdict]}"]
-        if self.fault:
-            out.append(f"  {self.fault}")
-        out += [f"  {o.line()}" for o in self.overruns]
-        first = self.files[0]
-        out += [f"  {d.line(f'{first} (run 1)', '(run 2)')}" for d in self.self_differences]
-        if len(self.files) > 1:
-            out += [f"  {d.line(self.files[0], self.files[1])}" for d in self.differences]
-        out += [f"  {o.line()}" for o in self.outputs]
-        return out
 
 
 # ---------------------------------------------------------------- run
