@@ -890,8 +890,8 @@ def _optimize_settings(options: dict):
     from dataclasses import replace
 
     from ptxtool.config import find_pyproject, tool_config
-    from ptxtool.optimize import settings_from_config
     from ptxtool.passes.cache_operators import Policy
+    from ptxtool.services.optimize import settings_from_config
 
     where = str(find_pyproject() or "pyproject.toml")
     passes, settings = settings_from_config(tool_config("optimize"), where)
@@ -1004,7 +1004,7 @@ def optimize_command(file: str, output: str | None, in_place: bool, as_json: boo
       ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
       ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
     """
-    from ptxtool.optimize import optimize, verify_on_gpu
+    from ptxtool.services.optimize import optimize, verify_on_gpu
 
     if output and in_place:
         raise click.UsageError("give -o or --in-place, not both")

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from conftest import SAMPLES
 
 from ptxtool.cli import main
-from ptxtool.optimize import optimize
 from ptxtool.passes import cache_operators as pass_module
 from ptxtool.passes.cache_operators import Policy, Settings
+from ptxtool.services.optimize import optimize
 from ptxtool.sources import read_source
 
 DATA = Path(__file__).parent / "data" / "passes" / "cache_operators"
