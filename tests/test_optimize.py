@@ -231,3 +231,21 @@ def test_config_table(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.optimize]\nstreaming = 3\n")
     cli = run("optimize", "k.ptx")
     assert cli.exit_code == 2 and "a policy is true/false" in cli.stderr
+
+
+def test_counts_allow_only_the_if_conversion_of_a_rewritten_access() -> None:
+    """ptxas may turn the branch around a rewritten load into a predicated load (reduce.sm80's count_positive
+    with --l2-evict-first): one BRA, BSSY and BSYNC per such line may go; nothing else may change."""
+    from collections import Counter
+
+    from ptxtool.services.optimize import _same_counts
+
+    old = Counter({"BRA": 4, "BSSY": 2, "BSYNC": 2, "LDG.E": 1, "BAR": 1})
+    assert _same_counts(old, old, 0)
+    converted = old - Counter({"BRA": 1, "BSSY": 1, "BSYNC": 1})
+    assert _same_counts(old, converted, 1)
+    assert not _same_counts(old, converted, 0)  # no line was if-converted: the branch must stay
+    assert not _same_counts(old, converted - Counter({"BRA": 1}), 1)  # two branches gone for one line
+    assert not _same_counts(old, converted + Counter({"BRA": 2}), 1)  # a branch came instead
+    assert not _same_counts(old, old - Counter({"BAR": 1}), 1)  # a barrier is never explained
+    assert _same_counts(converted, old, -1)  # ptxas went back from predication to a branch

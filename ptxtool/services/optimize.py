@@ -31,9 +31,9 @@ from ptxtool.passes.report import Dropped, Insertion, Rewrite
 from ptxtool.sources import Source, parse_source
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.printer import LINE, inline
-from ptxtool.toolchain.compile import compile_ptx, target_arch
+from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.resources import FunctionResources
-from ptxtool.toolchain.sass import GLOBAL_MEMORY, SassCode, crossings, listing
+from ptxtool.toolchain.sass import GLOBAL_MEMORY, SassCode, crossings, disassemble, listing
 
 SCHEMA = "ptxtool.optimize/1"
 _LINE_DIRECTIVES = frozenset((".loc", ".file"))
@@ -229,6 +229,7 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         else:
             second = _sass(kept_module, arch, path)
             failures = _verify(kept, first, second, {k: v for k, v in free.items() if _uses(extra, k)})
+            failures |= _unlike(kept, [(before, first), (after, second)], failures)
             if not failures:
                 break
         if options.strict:
@@ -575,6 +576,20 @@ def _verify(
             if crossed := crossings(a, b, u.line):
                 failures.setdefault(u.key, "; ".join(dict.fromkeys(map(str, crossed))))
     return failures
+
+
+def _unlike(
+    kept: list[_Unit], builds: list[tuple[Compiled, dict[str, SassCode]]], failures: dict[tuple[str, int], str]
+) -> dict[tuple[str, int], str]:
+    """The checks read `-lineinfo` builds of the printed module; they hold for what is written only if its own
+    SASS (and the input's) has the same opcodes in the same order. Where not, the function's units fail."""
+    out = {}
+    for compiled, checked in builds:
+        for name, instructions in disassemble(compiled.cubin).items():
+            if [i.opcode for i in instructions] != [op.opcode for op in checked.get(name, SassCode.of([])).ops]:
+                reason = f"{name}: the SASS checked (built with -lineinfo) is not the SASS of the file itself"
+                out |= {u.key: reason for u in kept if u.kernel == name and u.key not in failures}
+    return out
 
 
 def _if_converted(a: SassCode, b: SassCode, lines: set[int]) -> int:
