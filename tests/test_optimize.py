@@ -249,3 +249,16 @@ def test_counts_allow_only_the_if_conversion_of_a_rewritten_access() -> None:
     assert not _same_counts(old, converted + Counter({"BRA": 2}), 1)  # a branch came instead
     assert not _same_counts(old, old - Counter({"BAR": 1}), 1)  # a barrier is never explained
     assert _same_counts(converted, old, -1)  # ptxas went back from predication to a branch
+
+
+def test_csr_spmv_noalias_keeps_every_rewrite() -> None:
+    """nvcc's CSR SpMV (tests/data/optimize/spmv.cu), alias-free: ptxas unrolls the row loop and schedules the
+    `.nc` loads freely (90 LDG.E.CONSTANT); nothing crosses an ordering instruction, every promise shows."""
+    result = optimize(
+        read_source(str(Path(__file__).parent / "data" / "optimize" / "spmv.sm90.ptx")),
+        settings=Settings(noalias=("*",)),
+    )
+    assert result.exit_code == 0 and not result.dropped
+    kernel = result.kernels[0]
+    assert kernel.memory_after.get("LDG.E.CONSTANT", 0) == kernel.memory_before["LDG.E"] > 10
+    assert result.checks.present == result.checks.promised > 10
