@@ -567,14 +567,15 @@ def _verify(
             for u in units or kept:
                 failures.setdefault(u.key, reason)
         for u in units:
-            made = [op for op in b.ops if op.ptx_line == u.line and op.is_memory]
+            made = [b.ops[i] for i in b.memory_by_line.get(u.line, [])]
             missing = [op.opcode for op in made if not all(_shown(m, op.modifiers) for m in u.promised)]
             if missing:
                 failures.setdefault(
                     u.key, f"promised SASS .{'.'.join(u.promised)} but ptxas made {', '.join(sorted(set(missing)))}"
                 )
-            if crossed := crossings(a, b, u.line):
-                failures.setdefault(u.key, "; ".join(dict.fromkeys(map(str, crossed))))
+            if crossed := list(dict.fromkeys(map(str, crossings(a, b, u.line)))):
+                more = f" (and {len(crossed) - 1} more)" if len(crossed) > 1 else ""
+                failures.setdefault(u.key, crossed[0] + more)
     return failures
 
 
@@ -597,7 +598,7 @@ def _if_converted(a: SassCode, b: SassCode, lines: set[int]) -> int:
     (negative): each may take (or give) one branch and its convergence pair with it."""
 
     def guarded(code: SassCode, line: int) -> bool:
-        return any(op.predicate for op in code.ops if op.ptx_line == line and op.is_memory)
+        return any(code.ops[i].predicate for i in code.memory_by_line.get(line, []))
 
     return sum(guarded(b, line) - guarded(a, line) for line in lines)
 
@@ -639,9 +640,8 @@ def _rejected(error: InputError, text: str, kept: list[_Unit]) -> dict[tuple[str
 def _count_checks(kept: list[_Unit], second: dict[str, SassCode]) -> Checks:
     checks = Checks()
     for u in kept:
-        made = (
-            [op for op in second[u.kernel].ops if op.ptx_line == u.line and op.is_memory] if u.kernel in second else []
-        )
+        code = second.get(u.kernel)
+        made = [code.ops[i] for i in code.memory_by_line.get(u.line, [])] if code else []
         checks.removed += not made
         checks.promised += len(u.promised) if made else 0
         checks.present += sum(all(_shown(m, op.modifiers) for op in made) for m in u.promised) if made else 0

@@ -12,6 +12,7 @@ import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
@@ -297,6 +298,7 @@ class SassCode:
     block_of: list[int]
     reach: list[int]
     keys: dict[int, OrderKey]  # op index -> identity, for ordering instructions
+    _across: dict[int, tuple] = field(default_factory=dict, repr=False)  # per block: `around`'s parts, once
 
     @classmethod
     def of(cls, lines: list[ListingLine]) -> SassCode:
@@ -336,18 +338,31 @@ class SassCode:
                 seen[op.ptx_line, op.mnemonic] += 1
         return cls(ops, block_of, _closure(edges), keys)
 
+    @cached_property
+    def memory_by_line(self) -> dict[int, list[int]]:
+        """The indices of the memory instructions made from each PTX line."""
+        out: dict[int, list[int]] = {}
+        for i, op in enumerate(self.ops):
+            if op.is_memory:
+                out.setdefault(op.ptx_line, []).append(i)
+        return out
+
+    @cached_property
+    def ordering(self) -> dict[OrderKey, str]:
+        """Each ordering instruction's identity and full opcode."""
+        return {key: self.ops[i].opcode for i, key in self.keys.items()}
+
     def around(self, index: int) -> tuple[frozenset[OrderKey], frozenset[OrderKey]]:
         """The ordering instructions on some path into `index` and on some path out of it: earlier (later) in its
         block, or in a block that reaches its block (that its block reaches)."""
         block = self.block_of[index]
-        before, after = set(), set()
-        for i, key in self.keys.items():
-            b = self.block_of[i]
-            if (b == block and i < index) or self.reach[b] >> block & 1:
-                before.add(key)
-            if (b == block and i > index) or self.reach[block] >> b & 1:
-                after.add(key)
-        return frozenset(before), frozenset(after)
+        if block not in self._across:
+            inside = [(i, key) for i, key in self.keys.items() if self.block_of[i] == block]
+            into = {k for i, k in self.keys.items() if self.reach[self.block_of[i]] >> block & 1}
+            out = {k for i, k in self.keys.items() if self.reach[block] >> self.block_of[i] & 1}
+            self._across[block] = (inside, frozenset(into), frozenset(out))
+        inside, into, out = self._across[block]
+        return into | {k for i, k in inside if i < index}, out | {k for i, k in inside if i > index}
 
 
 def _closure(edges: list[int]) -> list[int]:
@@ -392,15 +407,14 @@ def crossings(first: SassCode, second: SassCode, ptx_line: int) -> list[Crossing
     first; X that only one build has are not compared. Where there is no M on either side (ptxas removed the
     access) nothing can cross.
     """
-    old = [i for i, op in enumerate(first.ops) if op.ptx_line == ptx_line and op.is_memory]
-    new = [i for i, op in enumerate(second.ops) if op.ptx_line == ptx_line and op.is_memory]
+    old, new = first.memory_by_line.get(ptx_line, []), second.memory_by_line.get(ptx_line, [])
     if not old or not new:
         return []
-    common = set(first.keys.values()) & set(second.keys.values())
+    common = first.ordering.keys() & second.ordering.keys()
     sides = [first.around(i) for i in old]
     must_before = frozenset.intersection(*(b for b, _ in sides)) & common
     must_after = frozenset.intersection(*(a for _, a in sides)) & common
-    names = {key: op.opcode for i, op in enumerate(second.ops) if (key := second.keys.get(i))}
+    names = second.ordering
     found = []
     for i in new:
         before, after = second.around(i)
