@@ -211,11 +211,54 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: options.settings})
     edits, added = _edits(module, optimized)
     units = _units(edits, reports)
-    before = compile_ptx(source.text, path, arch)  # the input must assemble: InputError (exit 2) if not
-    first = _sass(module, arch, path)
+    before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad
     free = {kernel: r.sass_may_change for r in reports for kernel in r.inserted}
-    kept, dropped, problems = list(units), [], []
-    text, after, second = source.text, before, first
+    kept, dropped, problems, after = _keep_verified(source, module, units, added, free, before, arch, options.strict)
+    keys = {u.key for u in kept}
+    kept_reports = [
+        replace(r, rewrites=[w for u in units if u.key in keys for w in u.rewrites if w in r.rewrites]) for r in reports
+    ]
+    result = OptimizeResult(path, arch, after.text, kept_reports, dropped=dropped, problems=problems)
+    result.insertions = [_insertion(a) for a in _needed(added, [e for u in kept for e in u.edits])]
+    result.kernels = [
+        KernelChange(
+            k.name,
+            before.compiled.functions.get(k.name),
+            after.compiled.functions.get(k.name),
+            _global_memory(before.sass.get(k.name)),
+            _global_memory(after.sass.get(k.name)),
+        )
+        for k in module.kernels
+    ]
+    result.checks = _count_checks(kept, after.sass)
+    if options.spec and kept and not problems:
+        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
+    return result
+
+
+@dataclass(frozen=True)
+class _Build:
+    """A text, its cubin as ptxas made it, and the SASS of its `-lineinfo` build with input lines."""
+
+    text: str
+    compiled: Compiled
+    sass: dict[str, SassCode]
+
+
+def _keep_verified(
+    source: Source,
+    module: ast.Module,
+    units: list[_Unit],
+    added: list[_Added],
+    free: dict[str, frozenset[str]],
+    before: _Build,
+    arch: str,
+    strict: bool,
+) -> tuple[list[_Unit], list[Dropped], list[str], _Build]:
+    """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
+    kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
+    path = source.display
+    kept, dropped = list(units), []
     while kept:
         chosen = [e for u in kept for e in u.edits]
         extra = _needed(added, chosen)
@@ -223,42 +266,26 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         kept_module = _apply(module, chosen, extra)
         _check_splice(text, kept_module)
         try:
-            after = compile_ptx(text, path, arch)
+            compiled = compile_ptx(text, path, arch)
         except InputError as error:
             failures = _rejected(error, text, kept)
+            after = _Build(text, before.compiled, before.sass)
         else:
-            second = _sass(kept_module, arch, path)
-            failures = _verify(kept, first, second, {k: v for k, v in free.items() if _uses(extra, k)})
-            failures |= _unlike(kept, [(before, first), (after, second)], failures)
+            after = _Build(text, compiled, _sass(kept_module, arch, path))
+            failures = _verify(kept, before.sass, after.sass, {k: v for k, v in free.items() if _uses(extra, k)})
+            failures |= _unlike(kept, [before, after], failures)
             if not failures:
-                break
-        if options.strict:
-            problems = [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures]
-            break
+                return kept, dropped, [], after
+        if strict:
+            return (
+                kept,
+                [],
+                [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
+                after,
+            )
         dropped += [Dropped(r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
-    if not kept:
-        text, after, second = source.text, before, first
-    keys = {u.key for u in kept}
-    kept_reports = [
-        replace(r, rewrites=[w for u in units if u.key in keys for w in u.rewrites if w in r.rewrites]) for r in reports
-    ]
-    result = OptimizeResult(path, arch, text, kept_reports, dropped=dropped, problems=problems)
-    result.insertions = [_insertion(a) for a in _needed(added, [e for u in kept for e in u.edits])]
-    result.kernels = [
-        KernelChange(
-            k.name,
-            before.functions.get(k.name),
-            after.functions.get(k.name),
-            _global_memory(first.get(k.name)),
-            _global_memory(second.get(k.name)),
-        )
-        for k in module.kernels
-    ]
-    result.checks = _count_checks(kept, second)
-    if options.spec and kept and not problems:
-        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, text, options.spec)
-    return result
+    return kept, dropped, [], before
 
 
 def optimize(
@@ -580,14 +607,14 @@ def _verify(
 
 
 def _unlike(
-    kept: list[_Unit], builds: list[tuple[Compiled, dict[str, SassCode]]], failures: dict[tuple[str, int], str]
+    kept: list[_Unit], builds: list[_Build], failures: dict[tuple[str, int], str]
 ) -> dict[tuple[str, int], str]:
     """The checks read `-lineinfo` builds of the printed module; they hold for what is written only if its own
     SASS (and the input's) has the same opcodes in the same order. Where not, the function's units fail."""
     out = {}
-    for compiled, checked in builds:
-        for name, instructions in disassemble(compiled.cubin).items():
-            if [i.opcode for i in instructions] != [op.opcode for op in checked.get(name, SassCode.of([])).ops]:
+    for build in builds:
+        for name, instructions in disassemble(build.compiled.cubin).items():
+            if [i.opcode for i in instructions] != [op.opcode for op in build.sass.get(name, SassCode.of([])).ops]:
                 reason = f"{name}: the SASS checked (built with -lineinfo) is not the SASS of the file itself"
                 out |= {u.key: reason for u in kept if u.kernel == name and u.key not in failures}
     return out
