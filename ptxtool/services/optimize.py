@@ -41,6 +41,7 @@ _LINE_DIRECTIVES = frozenset((".loc", ".file"))
 _SAME_PROMISE = {"LTC128B": "LTC", "LTC256B": "LTC"}
 # What a branch around one access amounts to in SASS: ptxas may replace it with a predicated access (if-conversion).
 _IF_CONVERSION = frozenset(("BRA", "BSSY", "BSYNC"))
+Failures = dict[tuple[str, int], str]  # a unit (kernel, input line) -> why it fails, in words
 
 
 @dataclass(frozen=True)
@@ -350,7 +351,8 @@ def _edits(module: ast.Module, optimized: ast.Module) -> tuple[list[_Edit], list
     for old, new in zip(module.items, optimized.items, strict=True):
         if old is new:
             continue
-        if not (isinstance(old, ast.Function) and isinstance(new, ast.Function) and old.body and new.body):
+        same_header = isinstance(old, ast.Function) and isinstance(new, ast.Function) and old.body and new.body
+        if not same_header or replace(old, body=None) != replace(new, body=None):
             raise RuntimeError(f"a pass changed a module-level item at line {old.line}: cannot be spliced")
         _diff_block(old.name, old.body, new.body, edits, added)
     return edits, added
@@ -568,11 +570,11 @@ def _shown(modifier: str, opcode_modifiers: tuple[str, ...]) -> bool:
 
 def _verify(
     kept: list[_Unit], first: dict[str, SassCode], second: dict[str, SassCode], free: dict[str, frozenset[str]]
-) -> dict[tuple[str, int], str]:
+) -> Failures:
     """Why each failing unit fails, in words: a broken promise, a crossing, or (for every unit of its function)
     SASS outside the rewritten lines that changed. In a function where a pass inserted statements, what those
     assemble to (line 0) and the mnemonics the pass names (`sass_may_change`) are not counted."""
-    failures: dict[tuple[str, int], str] = {}
+    failures: Failures = {}
     empty = SassCode.of([])
     for name in sorted(set(first) | set(second)):
         units = [u for u in kept if u.kernel == name]
@@ -606,9 +608,7 @@ def _verify(
     return failures
 
 
-def _unlike(
-    kept: list[_Unit], builds: list[_Build], failures: dict[tuple[str, int], str]
-) -> dict[tuple[str, int], str]:
+def _unlike(kept: list[_Unit], builds: list[_Build], failures: dict[tuple[str, int], str]) -> Failures:
     """The checks read `-lineinfo` builds of the printed module; they hold for what is written only if its own
     SASS (and the input's) has the same opcodes in the same order. Where not, the function's units fail."""
     out = {}
@@ -646,7 +646,7 @@ def _changes(old: Counter[str], new: Counter[str]) -> str:
     return ", ".join(f"{key} {old[key]} -> {new[key]}" for key in sorted(set(old) | set(new)) if old[key] != new[key])
 
 
-def _rejected(error: InputError, text: str, kept: list[_Unit]) -> dict[tuple[str, int], str]:
+def _rejected(error: InputError, text: str, kept: list[_Unit]) -> Failures:
     """ptxas rejected the spliced output: the units on the lines it names fail (all of them if it names none)."""
     origin: dict[int, int] = {}
     lines = text.splitlines()
