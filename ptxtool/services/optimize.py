@@ -608,7 +608,7 @@ def _verify(
     return failures
 
 
-def _unlike(kept: list[_Unit], builds: list[_Build], failures: dict[tuple[str, int], str]) -> Failures:
+def _unlike(kept: list[_Unit], builds: list[_Build], failures: Failures) -> Failures:
     """The checks read `-lineinfo` builds of the printed module; they hold for what is written only if its own
     SASS (and the input's) has the same opcodes in the same order. Where not, the function's units fail."""
     out = {}
