@@ -220,3 +220,23 @@ def test_cli_reports_the_drop_in_words(careless: str) -> None:
     assert "dropped ld.global.f32 -> ld.global.nc.f32" in cli.stderr
     assert "ptxas moved LDG.E.CONSTANT above BAR.SYNC.DEFER_BLOCKING (PTX line 36)" in cli.stderr
     assert "0 rewrites kept, 1 dropped" in cli.stderr
+
+
+def test_an_access_the_input_did_not_have_cannot_be_ordered() -> None:
+    """Where the input's SASS has no access from the rewritten line (merged into another line's, say) but the
+    output's has one, its order has no baseline: the rewrite fails rather than pass unchecked."""
+    from ptxtool.services.optimize import _Unit, _verify
+
+    first = SassCode.of(
+        [ListingLine("BAR.SYNC.DEFER_BLOCKING 0x0", 9), ListingLine("LDG.E.64 R2, desc[UR4][R2.64]", 11)]
+    )
+    second = SassCode.of(
+        [
+            ListingLine("LDG.E.CONSTANT R2, desc[UR4][R2.64]", 10),
+            ListingLine("BAR.SYNC.DEFER_BLOCKING 0x0", 9),
+            ListingLine("LDG.E R3, desc[UR4][R4.64]", 11),
+        ]
+    )
+    unit = _Unit("k", 10, [], [Rewrite("k", 10, "ld.global.f32", "ld.global.nc.f32", (".nc",), ("CONSTANT",))])
+    failures = _verify([unit], {"k": first}, {"k": second}, {})
+    assert failures[unit.key] == "ptxas made LDG.E.CONSTANT for it where the input has no access: order unknown"

@@ -602,6 +602,9 @@ def _verify(
                 failures.setdefault(
                     u.key, f"promised SASS .{'.'.join(u.promised)} but ptxas made {', '.join(sorted(set(missing)))}"
                 )
+            if made and u.line not in a.memory_by_line:
+                opcodes = ", ".join(sorted({op.opcode for op in made}))
+                failures.setdefault(u.key, f"ptxas made {opcodes} for it where the input has no access: order unknown")
             if crossed := list(dict.fromkeys(map(str, crossings(a, b, u.line)))):
                 more = f" (and {len(crossed) - 1} more)" if len(crossed) > 1 else ""
                 failures.setdefault(u.key, crossed[0] + more)
