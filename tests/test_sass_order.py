@@ -227,9 +227,7 @@ def test_an_access_the_input_did_not_have_cannot_be_ordered() -> None:
     output's has one, its order has no baseline: the rewrite fails rather than pass unchecked."""
     from ptxtool.services.optimize import _Unit, _verify
 
-    first = SassCode.of(
-        [ListingLine("BAR.SYNC.DEFER_BLOCKING 0x0", 9), ListingLine("LDG.E.64 R2, desc[UR4][R2.64]", 11)]
-    )
+    first = SassCode.of([ListingLine("BAR.SYNC.DEFER_BLOCKING 0x0", 9), ListingLine("LDG.E R3, desc[UR4][R4.64]", 11)])
     second = SassCode.of(
         [
             ListingLine("LDG.E.CONSTANT R2, desc[UR4][R2.64]", 10),
