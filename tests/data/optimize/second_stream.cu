@@ -1,3 +1,4 @@
+// nvcc (the wheel, CUDA 13) -arch=sm_90 -ptx; the PTX .version lowered from 9.5 to 8.0 so that older drivers JIT it.
 // The issue's shape 2: the acquire lives in a non-inlined callee; `data` is written by another stream after launch.
 // The spin is bounded so that the test cannot hang: a timeout sets g_timed_out and the kernel finishes.
 __device__ int g_ready;
