@@ -15,7 +15,7 @@ from ptxtool.cli import main
 from ptxtool.passes import cache_operators as pass_module
 from ptxtool.passes.cache_operators import Policy, Settings
 from ptxtool.services.optimize import optimize
-from ptxtool.sources import read_source
+from ptxtool.sources import Source, read_source
 
 DATA = Path(__file__).parent / "data" / "passes" / "cache_operators"
 COMM = str(SAMPLES / "comm.sm90.ptx")
@@ -262,3 +262,12 @@ def test_csr_spmv_noalias_keeps_every_rewrite() -> None:
     kernel = result.kernels[0]
     assert kernel.memory_after.get("LDG.E.CONSTANT", 0) == kernel.memory_before["LDG.E"] > 10
     assert result.checks.present == result.checks.promised > 10
+
+
+def test_crlf_file_keeps_its_line_endings() -> None:
+    """A Windows-style file: the spliced opcodes and the inserted lines keep its CRLF endings, nothing else moves."""
+    text = Path(COMM).read_text().replace("\n", "\r\n")
+    settings = Settings(noalias=("*",), l2_evict_first=Policy(True))
+    result = optimize(Source("crlf.ptx", text), settings=settings)
+    assert result.exit_code == 0 and result.changed and len(result.insertions) == 2
+    assert result.text.count("\n") == result.text.count("\r\n") == text.count("\r\n") + 2

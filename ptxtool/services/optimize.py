@@ -492,7 +492,9 @@ def _splice(text: str, chosen: list[_Edit], extra: list[_Added]) -> str:
         statement = LINE[type(a.statement)](a.statement)
         if prefix.strip() in ("", inline(guard) if guard else ""):
             indent = prefix[: len(prefix) - len(prefix.lstrip())] + ("\t" if a.anchor is None else "")
-            pieces.append((starts[line - 1], starts[line - 1], indent + statement + "\n"))
+            end = text.find("\n", at)
+            newline = "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"  # the file's own line ending
+            pieces.append((starts[line - 1], starts[line - 1], indent + statement + newline))
         elif guard is None:
             pieces.append((at, at, statement + " "))
         else:
