@@ -271,3 +271,25 @@ def test_crlf_file_keeps_its_line_endings() -> None:
     result = optimize(Source("crlf.ptx", text), settings=settings)
     assert result.exit_code == 0 and result.changed and len(result.insertions) == 2
     assert result.text.count("\n") == result.text.count("\r\n") == text.count("\r\n") + 2
+
+
+def _evict_first(text: str):
+    result = optimize(Source("k.ptx", text), settings=Settings(noalias=("*",), l2_evict_first=Policy(True)))
+    assert result.exit_code == 0 and not result.dropped and len(result.insertions) == 2
+    return result
+
+
+def test_an_insertion_before_an_anchor_that_shares_its_line_goes_in_the_line() -> None:
+    text = (DATA / "grid_copy.input.ptx").read_text()
+    text = text.replace(".reg .b64 %rd<9>;\n\n\tld.param.u64 %rd3", ".reg .b64 %rd<9>; ld.param.u64 %rd3")
+    result = _evict_first(text)
+    assert ".reg .b64 %rd<9>; .reg .b64 %ptxtool_evict_first; createpolicy" in result.text
+    assert result.text.count("\n") == text.count("\n")
+
+
+def test_an_insertion_before_a_guarded_anchor_goes_before_the_guard() -> None:
+    first = "\tld.param.u64 %rd3, [grid_copy_param_0];\n"
+    guarded = "\t@%p1 ld.param.u64 %rd3, [grid_copy_param_0];\n"
+    result = _evict_first((DATA / "grid_copy.input.ptx").read_text().replace(first, guarded))
+    policy = "\tcreatepolicy.fractional.L2::evict_first.b64 %ptxtool_evict_first, 1.0;\n"
+    assert policy + guarded in result.text
