@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -265,11 +266,11 @@ def _keep_verified(
         extra = _needed(added, chosen)
         text = _splice(source.text, chosen, extra)
         kept_module = _apply(module, chosen, extra)
-        _check_splice(text, kept_module)
+        origin = _check_splice(text, kept_module)
         try:
             compiled = compile_ptx(text, path, arch)
         except InputError as error:
-            failures = _rejected(error, text, kept)
+            failures = _rejected(error, origin, kept)
             after = _Build(text, before.compiled, before.sass)
         else:
             after = _Build(text, compiled, _sass(kept_module, arch, path))
@@ -511,14 +512,21 @@ def _shape(module: ast.Module) -> list[str]:
     return [LINE[type(n)](n) for n in ast.walk(module) if type(n) in (ast.Instruction, ast.Declaration)]
 
 
-def _check_splice(text: str, module: ast.Module) -> None:
-    """The spliced text must be the tree that is verified: a splicing bug is a bug, never a silent difference."""
+def _check_splice(text: str, module: ast.Module) -> dict[int, int]:
+    """The spliced text must be the tree that is verified (a splicing bug is a bug, never a silent difference);
+    then each of its instruction lines -> the input line the instruction came from (0: inserted)."""
     try:
-        same = _shape(parse(text)) == _shape(module)
+        spliced = parse(text)
+        same = _shape(spliced) == _shape(module)
     except ParseError:
         same = False
     if not same:
         raise RuntimeError("the spliced output is not the verified module (a splicing bug)")
+    return {theirs.line: ours.line for theirs, ours in zip(_instructions(spliced), _instructions(module), strict=True)}
+
+
+def _instructions(module: ast.Module) -> Iterator[ast.Instruction]:
+    return (n for n in ast.walk(module) if type(n) is ast.Instruction)
 
 
 def _insertion(a: _Added) -> Insertion:
@@ -651,16 +659,8 @@ def _changes(old: Counter[str], new: Counter[str]) -> str:
     return ", ".join(f"{key} {old[key]} -> {new[key]}" for key in sorted(set(old) | set(new)) if old[key] != new[key])
 
 
-def _rejected(error: InputError, text: str, kept: list[_Unit]) -> Failures:
+def _rejected(error: InputError, origin: dict[int, int], kept: list[_Unit]) -> Failures:
     """ptxas rejected the spliced output: the units on the lines it names fail (all of them if it names none)."""
-    origin: dict[int, int] = {}
-    lines = text.splitlines()
-    for u in kept:
-        for e in u.edits:
-            for n in range(e.old.line - 1, len(lines)):  # insertions only push a line down
-                if e.new.mnemonic in lines[n]:
-                    origin[n + 1] = u.line
-                    break
     messages: dict[int, list[str]] = defaultdict(list)
     for d in error.diagnostics:
         messages[origin.get(d.location.line, 0)].append(d.message)
