@@ -487,19 +487,18 @@ def _splice(text: str, chosen: list[_Edit], extra: list[_Added]) -> str:
     for a in extra:
         anchor = a.anchor if a.anchor is not None else a.block
         line, column = (anchor.line, anchor.column) if a.anchor is not None else (a.block.end_line, a.block.end_column)
-        at = starts[line - 1] + column - 1
-        prefix = text[starts[line - 1] : at]
-        guard = anchor.guard if isinstance(anchor, ast.Instruction) else None
+        start = starts[line - 1]
+        prefix = text[start : start + column - 1]
+        if isinstance(anchor, ast.Instruction) and anchor.guard is not None:  # the statement starts at its guard
+            prefix = prefix[: prefix.rfind("@")]
         statement = LINE[type(a.statement)](a.statement)
-        if prefix.strip() in ("", inline(guard) if guard else ""):
-            indent = prefix[: len(prefix) - len(prefix.lstrip())] + ("\t" if a.anchor is None else "")
-            end = text.find("\n", at)
-            newline = "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"  # the file's own line ending
-            pieces.append((starts[line - 1], starts[line - 1], indent + statement + newline))
-        elif guard is None:
-            pieces.append((at, at, statement + " "))
-        else:
-            raise RuntimeError(f"line {line}: no place for an inserted statement: the output cannot be spliced")
+        if prefix.strip():  # something else before it on its line: insert in the line
+            pieces.append((start + len(prefix), start + len(prefix), statement + " "))
+        else:  # a line of its own, indented like the anchor, with the file's own line ending
+            end = text.find("\n", start)
+            newline = "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
+            indent = prefix + ("\t" if a.anchor is None else "")
+            pieces.append((start, start, indent + statement + newline))
     out, done = [], 0
     for start, end, replacement in sorted(pieces, key=lambda p: p[0]):
         out += [text[done:start], replacement]
