@@ -1,18 +1,19 @@
 """`ptxtool optimize`: parse -> passes -> verify each rewrite with ptxas and the SASS -> splice the kept ones into
-the input's own text.
+the input's own text (byte for byte elsewhere; the spliced text is parsed again and must be the verified module).
 
 Verification is per rewrite (all rewrites of one input line are one unit). The input and the output made of the
-units still kept are assembled with `-lineinfo` (after dropping `.loc`/`.file`, so that nvdisasm ties each SASS
-instruction to a PTX line, mapped back to the input's line) and compared:
+units still kept are assembled as written and with `-lineinfo` (after dropping `.loc`/`.file`, so that nvdisasm
+ties each SASS instruction to a PTX line, mapped back to the input's line; both builds must have the same SASS)
+and compared:
 - promise: every SASS memory instruction made from a rewritten line carries the modifiers the pass promised (on
   sm_80 `.L2::256B` shows as `.LTC128B` or `.LTC256B`: either keeps it); a line whose access ptxas removed has
   nothing to check;
 - order: no memory instruction made from a rewritten line crosses an ordering instruction (barrier, fence,
   atomic, wait, call) that it did not cross in the input's SASS (`toolchain.sass.crossings` says exactly how);
 - nothing else: per function, the memory (by full opcode), ordering and control-flow instructions of the lines
-  not rewritten keep their counts.
+  not rewritten keep their counts (less the branch of an access ptxas if-converted).
 A unit that fails is dropped and the rest verified again, until what is left holds (`strict`: any failure fails
-the file, and nothing is written). Services never print, exit or read configuration.
+the file, and nothing is written). docs/optimize.md states the rules; services never print, exit or read config.
 """
 
 from __future__ import annotations
