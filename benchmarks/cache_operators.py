@@ -35,8 +35,8 @@ MiB = 1 << 20
 
 def prepare(out: Path) -> None:
     """Write every variant of every source (verified by ptxtool optimize) and what the SASS shows for each."""
-    from ptxtool.optimize import optimize
     from ptxtool.passes.cache_operators import Policy, Settings
+    from ptxtool.services.optimize import optimize
     from ptxtool.sources import read_source
 
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import importlib
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,7 +27,7 @@ from ptxtool.errors import (
 from ptxtool.help import HELP
 from ptxtool.report import emit_and_exit
 from ptxtool.report.console import print_error, progress, stderr_console
-from ptxtool.sources import STDIN, read_inputs, read_source, write_atomic
+from ptxtool.sources import STDIN, read_inputs, read_source
 
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
 
@@ -298,88 +297,17 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 # ---------------------------------------------------------------- optimize
 
 
-def _optimize_settings(options: dict):
-    """Pipeline and cache-operator settings: `[tool.ptxtool.optimize]`, then the flags given."""
-    from dataclasses import replace
-
-    from ptxtool.config import find_pyproject, tool_config
-    from ptxtool.optimize import settings_from_config
-    from ptxtool.passes.cache_operators import Policy
-
-    where = str(find_pyproject() or "pyproject.toml")
-    passes, settings = settings_from_config(tool_config("optimize"), where)
-    if options["passes"]:
-        passes = tuple(p.strip() for p in options["passes"].split(",") if p.strip())
-    flags = {name: options[name] for name in ("readonly", "streaming", "stores", "l2_evict_first")}
-    flags["unsafe_volatile_nc"] = options["unsafe_volatile_nc"] or None
-    for name, value in flags.items():
-        policy = getattr(settings, name)
-        include = tuple(options["include"]) or policy.include
-        policy = Policy(policy.enabled if value is None else value, include, policy.exclude + tuple(options["exclude"]))
-        settings = replace(settings, **{name: policy})
-    settings = replace(settings, noalias=settings.noalias + tuple(options["noalias"]))
-    if options["store_hint"]:
-        settings = replace(settings, store_hint=options["store_hint"])
-    return passes, settings
-
-
-def _print_optimize(console, result) -> None:
-    for r in result.reports:
-        for rewrite in r.rewrites:
-            console.print(
-                f"{result.path}:{rewrite.line}: {rewrite.kernel}: {rewrite.before} -> {rewrite.after}",
-                markup=False,
-            )
-            for reason in rewrite.reasons:
-                console.print(f"    {reason}", markup=False)
-    for k in result.kernels:
-        if k.before is None or k.after is None or k.memory_before == k.memory_after:
-            continue
-        spill = lambda r: r.spill_stores + r.spill_loads  # noqa: E731
-        console.print(
-            f"{k.name}: registers {k.before.registers} -> {k.after.registers}, spill bytes {spill(k.before)} -> "
-            f"{spill(k.after)}",
-            markup=False,
-        )
-        for variant in sorted(set(k.memory_before) | set(k.memory_after)):
-            a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
-            if a != b:
-                console.print(f"    {variant}: {a} -> {b}", markup=False)
-    for warning in result.warnings:
-        console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", markup=True)
-    hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
-    for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
-        console.print(
-            f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})", markup=False
-        )
-    for problem in result.problems:
-        console.print(f"[bold red]verification failed:[/bold red] {escape(problem)}", markup=True)
-    rewrites = sum(len(r.rewrites) for r in result.reports)
-    state = "verified" if result.verified else "NOT verified: nothing written"
-    gpu = f", GPU outputs {result.gpu}" if result.gpu else ""
-    console.print(f"{result.path}: {rewrites} instruction(s) rewritten, {state}{gpu}", markup=False)
-
-
-def _warn_unmatched(console, result, options: dict) -> None:
-    """A --noalias/--include/--exclude that names no kernel of the file is most likely a typo: say so."""
-    from ptxtool.passes.cache_operators import matches
-
-    names = [k.name for k in result.kernels]
-    for option in ("noalias", "include", "exclude"):
-        for pattern in options[option] if names else ():
-            if not any(matches(name, (pattern,)) for name in names):
-                console.print(
-                    f"warning: --{option} {pattern} matches no kernel of {result.path} (kernels: {', '.join(names)})",
-                    markup=False,
-                )
-
-
-@main.command("optimize")
+@main.command("optimize", help=HELP["optimize"])
 @click.argument("file", metavar="FILE")
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the optimized PTX here."
 )
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Print the unified diff of the verified rewrites; write nothing."
+)
+@click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
 @click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
 @click.option(
     "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
@@ -400,48 +328,25 @@ def _warn_unmatched(console, result, options: dict) -> None:
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
 @_guarded
-def optimize_command(file: str, output: str | None, in_place: bool, as_json: bool, spec: str | None, **options) -> None:
-    """Add cache operators where analysis proves them safe, verified in ptxas and the SASS before anything is written.
-
-    \b
-    Policies: read-only loads get .nc (pointer parameters may alias: declare them alias-free with --noalias
-    KERNEL, as __restrict__ does); streaming loads .L1::no_allocate (.L2::256B when wide and sequential);
-    write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings: [tool.ptxtool.optimize].
-    Verification: ptxas accepts the output, every promised SASS variant is there, nothing else changed.
-    Exit 0: verified and written (or printed); 1: verification failed, nothing written; 2: bad input; 3: no ptxas.
-
-
-    \b
-    Examples:
-      ptxtool optimize k.ptx -o k.opt.ptx              verified rewrites; the reasons on stderr
-      ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
-      ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
-    """
-    from ptxtool.optimize import optimize, verify_on_gpu
-
-    if output and in_place:
-        raise click.UsageError("give -o or --in-place, not both")
-    if as_json and not (output or in_place):
-        raise click.UsageError("--json needs -o or --in-place: without them stdout carries the PTX")
-    if in_place and file == STDIN:
-        raise click.UsageError("--in-place needs a file, not stdin")
-    passes, settings = _optimize_settings(options)
-    source = read_source(file)
-    result = optimize(source, passes, settings, options["arch"])
-    if spec and result.verified and result.changed:
-        verify_on_gpu(result, file, spec)
-    console = stderr_console()
-    _warn_unmatched(console, result, options)
-    _print_optimize(console, result)
-    target = file if in_place else output
-    if result.verified and target and (result.changed or target != file):
-        write_atomic(target, result.text)
-    if as_json:
-        json.dump(result.to_data(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    elif result.verified and not target:
-        sys.stdout.write(result.text)
-    sys.exit(result.exit_code)
+def optimize_command(
+    file: str,
+    output: str | None,
+    in_place: bool,
+    show_diff: bool,
+    strict: bool,
+    verbose: bool,
+    as_json: bool,
+    spec: str | None,
+    **flags,
+) -> None:
+    optimize = _service("optimize")
+    table = _settings("optimize")
+    passes, settings = optimize.settings_from(table.table, table.where, flags)
+    named = tuple((o, glob) for o in ("noalias", "include", "exclude") for glob in flags[o])
+    chosen = optimize.Options(
+        passes, settings, flags["arch"], strict, spec, output, in_place, show_diff, verbose, named
+    )
+    emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
 
 
 if __name__ == "__main__":

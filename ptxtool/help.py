@@ -159,4 +159,24 @@ Examples:
   ptxtool lint --select PTX005,PTX006 k.cu   two rules, on PTX that nvcc makes of k.cu
   ptxtool lint --explain PTX005        what a rule finds and how to fix it
 """,
+    "optimize": """Add cache operators where analysis proves them safe; keep each rewrite only once ptxas and the SASS
+bear it out.
+
+\b
+Policies: read-only loads get .nc (pointer parameters may alias: declare them alias-free with --noalias
+KERNEL, as __restrict__ does); streaming loads .L1::no_allocate (.L2::256B when wide and sequential);
+write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings: [tool.ptxtool.optimize].
+Verification, per rewrite: ptxas accepts the output, its SASS carries the promised modifiers, no access crossed
+a barrier, fence or atomic, nothing else changed; a rewrite that fails is dropped and said why (--strict: the
+file fails). The output is the input's text with the kept rewrites spliced in.
+Exit 0: verified and written (or printed); 1: verification failed (--strict, --verify-gpu), nothing written;
+2: bad input; 3: no ptxas.
+
+\b
+Examples:
+  ptxtool optimize k.ptx -o k.opt.ptx              verified rewrites; the reasons on stderr
+  ptxtool optimize k.ptx --diff                    what would change, as a unified diff
+  ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
+  ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
+""",
 }

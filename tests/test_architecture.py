@@ -152,7 +152,7 @@ def test_cli_is_declarations():
     assert len(text.splitlines()) < 450
     tree = ast.parse(text)
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name.endswith("_command") and node.name != "optimize_command":
+        if isinstance(node, ast.FunctionDef) and node.name.endswith("_command"):
             calls = [ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)]
             executes = [c for c in calls if c.endswith(".execute")]
             assert len(executes) == 1, (node.name, calls)

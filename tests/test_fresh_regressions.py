@@ -13,8 +13,8 @@ from conftest import CORPUS
 from ptxtool.analysis.legality import check_module
 from ptxtool.cli import main
 from ptxtool.lint import load_settings
-from ptxtool.optimize import optimize
 from ptxtool.services.lint import lint_file
+from ptxtool.services.optimize import optimize
 from ptxtool.sources import read_source
 from ptxtool.syntax import parse
 

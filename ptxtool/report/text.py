@@ -7,6 +7,8 @@ import difflib
 import json
 from collections.abc import Callable
 
+from rich.markup import escape
+
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out
 
@@ -189,6 +191,73 @@ def bench(result, out: Out, machine: bool) -> None:
         out.status(line)
 
 
+def optimize(result, out: Out, machine: bool) -> None:
+    """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
+    and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
+    o = result.options
+    for warning in result.unmatched:
+        out.status(f"warning: {warning}")
+    for r in result.reports:
+        for rewrite in r.rewrites:
+            out.status(f"{result.path}:{rewrite.line}: {rewrite.kernel}: {rewrite.before} -> {rewrite.after}")
+            for reason in rewrite.reasons:
+                out.status(f"    {reason}")
+    for k in result.kernels:
+        if k.before is None or k.after is None or k.memory_before == k.memory_after:
+            continue
+        spill_before, spill_after = (r.spill_stores + r.spill_loads for r in (k.before, k.after))
+        out.status(
+            f"{k.name}: registers {k.before.registers} -> {k.after.registers}, spill bytes {spill_before} -> "
+            f"{spill_after}"
+        )
+        for variant in sorted(set(k.memory_before) | set(k.memory_after)):
+            a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
+            if a != b:
+                out.status(f"    {variant}: {a} -> {b}")
+    for d in result.dropped:
+        out.status(
+            f"{result.path}:{d.rewrite.line}: {d.rewrite.kernel}: dropped {d.rewrite.before} -> {d.rewrite.after}"
+        )
+        out.status(f"    {d.reason}")
+    if o.verbose:
+        for s in (s for r in result.reports for s in r.skipped):
+            out.status(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
+    for warning in result.warnings:
+        out.stderr.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}")
+    hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
+    for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
+        out.status(f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})")
+    for problem in result.problems:
+        out.stderr.print(f"[bold red]verification failed:[/bold red] {escape(problem)}")
+    out.status(_optimize_summary(result))
+    if machine or not result.verified:
+        return
+    if o.diff:
+        _diff(out, result.path, result.original, result.text, out.terminal)
+    elif not (o.output or o.in_place):
+        out.stdout.write(result.text)
+
+
+def _optimize_summary(result) -> str:
+    """`FILE: 3 rewrites kept, 1 dropped · ptxas ok · 5/5 promised SASS modifiers present · no load crossed a
+    barrier · other SASS unchanged · GPU: outputs identical, 3 trials` (or why nothing is written)."""
+    kept = sum(len(r.rewrites) for r in result.reports)
+    head = f"{result.path}: {kept} rewrite{'s' * (kept != 1)} kept"
+    head += f", {len(result.dropped)} dropped" if result.dropped else ""
+    if not result.verified:
+        return f"{head} · NOT verified: nothing written"
+    if not kept:
+        return head + " · input unchanged"
+    c = result.checks
+    parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
+    if c.removed:
+        parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")
+    parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
+    if c.gpu:
+        parts.append(f"GPU: outputs {c.gpu}, {c.trials} trial{'s' * (c.trials != 1)}")
+    return " · ".join(parts)
+
+
 TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "ParseResult": parse,
     "FmtResult": fmt,
@@ -200,4 +269,5 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "RulesResult": rules,
     "RunReport": run,
     "BenchReport": bench,
+    "OptimizeResult": optimize,
 }
