@@ -292,7 +292,7 @@ class _Evaluator:
         family = isa.family(i)
         n = len(i.operands)
         if o.defs != (key,) or o.guarded:
-            return _opaque(f"{key}@{op}", (op,))
+            return self._opaque(op, key)
         if family == "ld" and "param" in i.modifiers and isinstance(i.operands[1], ast.Address):
             base = i.operands[1].base
             if isinstance(base, ast.Name) and base.text in self.params:
@@ -311,14 +311,24 @@ class _Evaluator:
             a, b = self.operand(op, 1), self.operand(op, 2)
             if family == "shl":
                 shift = b.constant
-                return a.scale(1 << shift) if shift is not None and 0 <= shift < 64 else _opaque(f"{key}@{op}", (op,))
-            return _product(a, b) or _opaque(f"{key}@{op}", (op,))
+                return a.scale(1 << shift) if shift is not None and 0 <= shift < 64 else self._opaque(op, key)
+            return _product(a, b) or self._opaque(op, key)
         if family == "mad" and n == 4 and "hi" not in i.modifiers:
             product = _product(self.operand(op, 1), self.operand(op, 2))
-            return product + self.operand(op, 3) if product else _opaque(f"{key}@{op}", (op,))
+            return product + self.operand(op, 3) if product else self._opaque(op, key)
         if family == "neg" and n == 2:
             return self.operand(op, 1).scale(-1)
-        return _opaque(f"{key}@{op}", (op,))
+        return self._opaque(op, key)
+
+    def _opaque(self, op: int, key: str) -> Affine:
+        """A value computed in a way we do not follow; it still involves the special registers of its inputs
+        (`and %r, %tid.x, 127`), except through memory (a loaded value may be anything)."""
+        i = self.cfg.linear.ops[op].instruction
+        specials: frozenset[str] = frozenset()
+        if not isa.memory_accesses(i):
+            uses = [n for n, (_, role) in enumerate(isa.operand_roles(i)) if role is isa.Role.USE]
+            specials = specials.union(*(self.operand(op, n).specials for n in uses))
+        return Affine(None, {Symbol(f"{key}@{op}", specials=specials, ops=frozenset((op,))): 1})
 
     def _returned_by(self, op: int, name: str) -> str | None:
         """The callee of the nearest call before op whose return list names `name`."""
@@ -435,7 +445,8 @@ def _callee(module: ast.Module, op: Op) -> tuple[str | None, ast.Function | None
     callee = operands[at] if at < len(operands) else None
     if not isinstance(callee, ast.Name) or op.keys[at] is not None:
         return None, None
-    return callee.text, next((f for f in module.functions if f.name == callee.text), None)
+    named = [f for f in module.functions if f.name == callee.text]  # a prototype, then maybe its definition
+    return callee.text, next((f for f in named if f.body is not None), next(iter(named), None))
 
 
 def _call(ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...]) -> tuple[set[str], bool, list[Observer]]:
