@@ -296,7 +296,7 @@ class _Evaluator:
         if family == "ld" and "param" in i.modifiers and isinstance(i.operands[1], ast.Address):
             base = i.operands[1].base
             if isinstance(base, ast.Name) and base.text in self.params:
-                wide = any(t in i.modifiers for t in ("u64", "b64", "s64"))
+                wide = any(isa.caching.type_bits(t) == 64 for t in i.modifiers)
                 return Affine(MemoryBase(Space.PARAM, base.text)) if wide else _opaque(f"param:{base.text}")
             if isinstance(base, ast.Name) and self._returned_by(op, base.text) in _ALLOCATORS:
                 return Affine(MemoryBase(Space.HEAP))
