@@ -384,3 +384,33 @@ def test_lint_advice_is_what_optimize_does(path: Path) -> None:
             if settings is NOALIAS or "`ptxtool optimize` adds it" in message
         }
         assert {(k, line) for (k, _), line in made.items()} == promised, settings
+
+
+def _call_graph(depth: int, fanout: int, leaf: str) -> str:
+    """`f0` calls `f1` `fanout` times, ..., the last one runs `leaf`; the kernel calls f0 and copies src to dst."""
+    funcs = [f".func f{depth}()\n{{\n    {leaf}\n    ret;\n}}"]
+    for n in range(depth - 1, -1, -1):
+        calls = "\n".join(f"    call.uni f{n + 1};" for _ in range(fanout))
+        funcs.insert(0, f".func f{n}()\n{{\n{calls}\n    ret;\n}}")
+    return _hand(hazard="    call.uni f0;", funcs="\n".join(reversed(funcs)))
+
+
+def test_deep_call_graphs_are_analysed_once_per_callee() -> None:
+    """4 calls per level, 14 levels (4^14 paths): each callee is summarised once; the fence at the bottom counts."""
+    import time
+
+    start = time.perf_counter()
+    assert _nc_added(_call_graph(14, 4, "membar.gl;"), NOALIAS) == {}
+    assert _nc_added(_call_graph(14, 4, ""), NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
+    assert time.perf_counter() - start < 5
+
+
+def test_recursive_callees() -> None:
+    """a and b call each other; the fence in b reaches the kernel, which calls only a."""
+    funcs = ".func b();\n.func a()\n{\n    call.uni b;\n    ret;\n}\n"
+    funcs += ".func b()\n{\n    membar.gl;\n    call.uni a;\n    ret;\n}"
+    assert _nc_added(_hand(hazard="    call.uni a;", funcs=funcs), NOALIAS) == {}
+    quiet = funcs.replace("membar.gl;", "")
+    assert _nc_added(_hand(hazard="    call.uni a;", funcs=quiet), NOALIAS) == {
+        "k": ["ld.global.nc.L1::no_allocate.f32"]
+    }

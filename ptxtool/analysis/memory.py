@@ -449,9 +449,11 @@ def _callee(module: ast.Module, op: Op) -> tuple[str | None, ast.Function | None
     return callee.text, next((f for f in named if f.body is not None), next(iter(named), None))
 
 
-def _call(ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...]) -> tuple[set[str], bool, list[Observer]]:
+def _call(
+    ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...], done: dict[str, MemoryFacts]
+) -> tuple[set[str], bool, list[Observer]]:
     """A call's effects: the parameters it may write (pointers handed to it), whether it may write through unknown
-    pointers, and what it may observe of other agents (transitively through its own calls)."""
+    pointers, and the first thing through which it may observe other agents (transitively through its calls)."""
     o = ev.cfg.linear.ops[op]
     name, function = _callee(module, o)
     line = o.line
@@ -463,8 +465,10 @@ def _call(ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...]) -
         return set(), True, [Observer(op, line, f"a call to {name}, which has no body here (it may do anything)")]
     if name in stack:  # recursion: the cycle's effects are those of its members, being summed already
         return set(), False, []
-    facts = memory_facts(module, function, _stack=(*stack, name))
-    observers = [Observer(op, line, f"a call to {name}: {x.reason} at line {x.line}") for x in facts.observers]
+    if name not in done:
+        done[name] = memory_facts(module, function, _stack=(*stack, name), _done=done)
+    facts = done[name]
+    observers = [Observer(op, line, f"a call to {name}: {x.reason} at line {x.line}") for x in facts.observers[:1]]
     written: set[str] = set()
     unknown = facts.writes
     for prior in ev.cfg.linear.ops[: op + 1]:  # pointers stored into the call's parameters
@@ -477,15 +481,23 @@ def _call(ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...]) -
 
 
 def memory_facts(
-    module: ast.Module, function: ast.Function, cfg: CFG | None = None, *, _stack: tuple[str, ...] = ()
+    module: ast.Module,
+    function: ast.Function,
+    cfg: CFG | None = None,
+    *,
+    _stack: tuple[str, ...] = (),
+    _done: dict[str, MemoryFacts] | None = None,
 ) -> MemoryFacts:
-    """The memory facts of one kernel (or function) with a body."""
+    """The memory facts of one kernel (or function) with a body. Callees are analysed once per top-level call
+    (`_done`); inside a recursive cycle a callee's facts leave out the members being analysed above it, whose
+    effects reach the top-level function through them anyway."""
     cfg = cfg or build_cfg(function)
     du = def_use(cfg)
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
     ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params)
     stack = _stack or (function.name,)
+    done = {} if _done is None else _done
     written: set[str] = set()
     globals_written: set[str] = set()
     unknown_writes: list[int] = []
@@ -520,7 +532,7 @@ def memory_facts(
             else:
                 unknown_writes.append(o.index)
         if isa.effects(i) & Effect.CALL:
-            hands, unknown, seen = _call(ev, module, o.index, stack)
+            hands, unknown, seen = _call(ev, module, o.index, stack, done)
             written |= hands
             observers += seen
             if unknown:
