@@ -414,3 +414,38 @@ def test_recursive_callees() -> None:
     assert _nc_added(_hand(hazard="    call.uni a;", funcs=quiet), NOALIAS) == {
         "k": ["ld.global.nc.L1::no_allocate.f32"]
     }
+
+
+_INSERTED = {
+    "membar.gl": ast.Instruction("membar", ("gl",)),
+    "atom": ast.Instruction("atom", ("global", "add", "u32"), ()),
+    "extern call": ast.Instruction("call", ("uni",), (ast.Name("ext_fn"),)),
+}
+
+
+@pytest.mark.parametrize("what", list(_INSERTED))
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.sm*.ptx")), ids=lambda p: p.name)
+def test_any_hazard_anywhere_removes_nc(path: Path, what: str) -> None:
+    """On real kernels that get `.nc` with --noalias, one hazard instruction inserted at a random place of the body
+    (fixed seed) takes every `.nc` away from that kernel, wherever it lands."""
+    import random
+    from dataclasses import replace
+
+    module = parse(path.read_text())
+    before = _nc_added(path.read_text(), NOALIAS)
+    rng = random.Random(f"{path.name}:{what}")
+    for name in before:
+        kernel = next(k for k in module.kernels if k.name == name)
+        at = rng.randrange(len(kernel.body.statements) + 1)
+        statements = (*kernel.body.statements[:at], _INSERTED[what], *kernel.body.statements[at:])
+        changed = replace(kernel, body=replace(kernel.body, statements=statements))
+        items = tuple(changed if item is kernel else item for item in module.items)
+        _, report = cache_operators(replace(module, items=items), NOALIAS)
+        made = [
+            r
+            for r in report.rewrites
+            if r.kernel == name and "nc" in set(r.after.split(".")) - set(r.before.split("."))
+        ]
+        assert not made, (name, at)
+    if path.name.startswith(("comm", "elementwise")):
+        assert before
