@@ -7,9 +7,11 @@ A grid-stride copy whose source the kernel never writes, with `noalias` declared
     ld.global.v4.u32  {%r4, %r5, %r6, %r7}, [%rd8];      ->  ld.global.nc.L1::no_allocate.L2::256B.v4.u32 ...
     st.global.v4.u32  [%rd9], {%r4, %r5, %r6, %r7};      ->  st.global.cs.v4.u32 ...
 
-(SASS: `LDG.E.128` -> `LDG.E.NA.LTC256B.128.CONSTANT`, `STG.E.128` -> `STG.E.EF.128`.) Loads that must stay
-coherent (volatile, acquire/relaxed, any scope, data the kernel writes) are never touched, except by the explicit
-`unsafe_volatile_nc` policy, which is outside the PTX memory model and says so in every report.
+(SASS: `LDG.E.128` -> `LDG.E.NA.LTC256B.128.CONSTANT`, `STG.E.128` -> `STG.E.EF.128`.) Whether a load may be
+`.nc` is the memory analysis's verdict (`non_coherent`: nothing the kernel, its callees or another agent can write);
+ordered, volatile and scoped accesses keep their form, except under the explicit `unsafe_volatile_nc` policy, which
+is outside the PTX memory model and says so in every report. Every added qualifier is checked against the file's
+`.version`/`.target` and `Settings.arch`.
 """
 
 from __future__ import annotations
