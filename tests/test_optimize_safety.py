@@ -449,3 +449,10 @@ def test_any_hazard_anywhere_removes_nc(path: Path, what: str) -> None:
         assert not made, (name, at)
     if path.name.startswith(("comm", "elementwise")):
         assert before
+
+
+def test_no_noalias_advice_where_nc_cannot_be_written() -> None:
+    """A `.version 1.4` file cannot take `.nc` (PTX 3.1): the reason says so, and nothing suggests --noalias."""
+    _, report = cache_operators(parse(_OLD.format(version="1.4", target="sm_13")), Settings(arch="sm_75"))
+    reasons = [s.reason for s in report.skipped]
+    assert ".nc: needs PTX ISA 3.1 and .target sm_32" in reasons and not any("--noalias" in r for r in reasons)

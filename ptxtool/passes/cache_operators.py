@@ -48,6 +48,10 @@ STORE_HINTS = ("cs", "L1::no_allocate")
 _GRID = ("%nctaid", "%ntid")
 
 
+# What an added qualifier needs that the file's .version/.target or the target used lacks (one name to stub in tests).
+_unmet = isa.unmet_added
+
+
 def matches(kernel: str, globs: tuple[str, ...]) -> bool:
     """Whether a glob names the kernel: its PTX name, or the plain name of a C++ kernel (`hadd2` for `_Z5hadd2...`)."""
     mangled = re.match(r"_Z(\d+)", kernel)
@@ -98,6 +102,7 @@ UNSAFE_WARNING = (
 class _Kernel:
     """What the decisions of one kernel stand on."""
 
+    module: ast.Module
     function: ast.Function
     cfg: CFG
     facts: MemoryFacts
@@ -110,7 +115,8 @@ class _Kernel:
 
 def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _Kernel:
     cfg = build_cfg(function)
-    return _Kernel(function, cfg, memory_facts(module, function, cfg), settings.alias_free(function.name))
+    facts = memory_facts(module, function, cfg)
+    return _Kernel(module, function, cfg, facts, settings.alias_free(function.name))
 
 
 def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
@@ -205,7 +211,9 @@ def _plan_load(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Se
     width = access_bytes(instr)
     if settings.readonly.applies(k.name) and "nc" not in mods:
         verdict = non_coherent(k.facts, a, instr)
-        if verdict.allowed(k.alias_free):
+        if unmet := _unmet(k.module, instr, with_modifier(instr, "nc"), settings.arch):
+            plan.skips.append(f".nc: needs {' or '.join(str(n) for n in unmet.needs)}")
+        elif verdict.allowed(k.alias_free):
             why = "pointers declared alias-free" if verdict.aliases else "nothing the kernel writes may alias it"
             plan.add.append(("nc", f"read-only: {a.param} is never written in the kernel ({why})"))
         elif verdict.blockers:
@@ -262,10 +270,6 @@ def _plan_store(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: S
 
 
 # ---------------------------------------------------------------- legality and the tree
-
-
-# What an added qualifier needs that the file's .version/.target or the target used lacks (one name to stub in tests).
-_unmet = isa.unmet_added
 
 
 def _apply(
