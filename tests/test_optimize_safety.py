@@ -192,7 +192,8 @@ _HELPER = """\
     ret;
 }"""
 
-# name -> (hazard lines in the kernel, module-level functions): each lets the kernel observe other agents' writes
+# name -> (hazard lines in the kernel, module-level functions and variables): each lets the kernel observe other
+# agents' writes, or write memory no analysis can place
 HAZARDS: dict[str, tuple[str, str]] = {
     "ld.volatile": ("ld.volatile.global.u32 %r9, [%rd9];", ""),
     "ld.relaxed": ("ld.relaxed.gpu.global.u32 %r9, [%rd9];", ""),
@@ -220,6 +221,10 @@ HAZARDS: dict[str, tuple[str, str]] = {
     "poll in a callee": (_CALL_WAIT, _POLL_FUNC),
     "extern callee": ("call.uni ext_fn;", ".extern .func ext_fn();"),
     "indirect callee": (_INDIRECT, _HELPER),
+    "st through a pointer loaded from a module variable": (
+        "ld.global.u64 %rd10, [g_ptr];\n    st.global.u32 [%rd10], %r1;",
+        ".global .align 8 .u64 g_ptr;",
+    ),
 }
 
 
