@@ -363,7 +363,9 @@ def _lint_nc(path: Path) -> dict[tuple[str, int], str]:
     return {(f.message.split("'")[3], f.line): f.message for f in result.findings}
 
 
-LINTED = sorted(SAMPLES.glob("*.ptx")) + sorted(DATA.glob("*.ptx"))
+CORPUS = Path(__file__).parent / "corpus"
+LINTED = [*sorted(SAMPLES.glob("*.ptx")), *sorted(DATA.glob("*.ptx")), *sorted(CORPUS.glob("triton/*.ptx"))]
+LINTED += sorted(CORPUS.glob("fresh/*.ptx"))  # other compilers' output: Triton, clang, fresh nvcc
 
 
 @pytest.mark.parametrize("path", LINTED, ids=lambda p: p.name)
