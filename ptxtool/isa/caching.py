@@ -22,7 +22,7 @@ COHERENT = ORDERING | SCOPES
 LOAD_CACHE_OPERATORS = frozenset(("ca", "cg", "cs", "lu", "cv"))
 STORE_CACHE_OPERATORS = frozenset(("wb", "cg", "cs", "wt"))
 CACHE_OPERATORS = LOAD_CACHE_OPERATORS | STORE_CACHE_OPERATORS
-# Every word that says how an ld/st is cached or ordered (`.nc` and eviction hints included).
+# Every word that says how an ld/st is cached or ordered (besides `.L1::`/`.L2::` hints).
 CACHE_WORDS = CACHE_OPERATORS | ORDERING | {"nc"}
 
 # "PTX ISA version 2.0 introduced optional cache operators on load and store instructions. The cache operators
@@ -38,20 +38,8 @@ TYPE_BITS: dict[str, int] = {
     **dict.fromkeys(("b64", "u64", "s64", "f64"), 64),
     "b128": 128,
 }
-# Canonical position of each modifier class in `ld/st{.weak}{.ss}{.nc}{.cop}{.L1::}{.L2::evict}{.cache_hint}
-# {.L2::size}{.vec}.type` (PTX ISA, ld and st): a new qualifier goes before the first modifier ranked after it.
-_RANK_PATTERNS: tuple[tuple[re.Pattern[str], int], ...] = (
-    (re.compile(r"(weak|volatile|relaxed|acquire|release|sc|mmio|cta|gpu|sys|cluster)$"), 0),
-    (re.compile(r"(global|shared.*|local|const|param.*)$"), 1),
-    (re.compile(r"nc$"), 2),
-    (re.compile(r"(ca|cg|cs|lu|cv|wb|wt)$"), 3),
-    (re.compile(r"L1::.*"), 4),
-    (re.compile(r"L2::evict_.*"), 5),
-    (re.compile(r"L2::cache_hint$"), 6),
-    (re.compile(r"L2::\d+B$"), 7),
-    (re.compile(r"v\d+$"), 8),
-)
 _VECTOR = re.compile(r"v(\d+)$")
+_L2_SIZE = re.compile(r"L2::\d+B$")
 
 
 def type_bits(word: str) -> int | None:
@@ -109,7 +97,25 @@ def observes_other_agents(instr: ast.Instruction) -> str | None:
 
 
 def _rank(modifier: str) -> int:
-    return next((rank for pattern, rank in _RANK_PATTERNS if pattern.match(modifier)), 9)
+    """Position of a modifier's class in `ld/st{.weak|.sem}{.scope}{.ss}{.nc}{.cop}{.L1::}{.L2::evict}
+    {.L2::cache_hint}{.L2::size}{.vec}.type` (PTX ISA, ld and st)."""
+    if modifier in COHERENT or modifier == "weak":
+        return 0
+    if modifier.partition("::")[0] in ("global", "shared", "local", "const", "param"):
+        return 1
+    if modifier == "nc":
+        return 2
+    if modifier in CACHE_OPERATORS:
+        return 3
+    if modifier.startswith("L1::"):
+        return 4
+    if modifier.startswith("L2::evict_"):
+        return 5
+    if modifier == "L2::cache_hint":
+        return 6
+    if _L2_SIZE.match(modifier):
+        return 7
+    return 8 if _VECTOR.match(modifier) else 9
 
 
 def with_modifier(instr: ast.Instruction, modifier: str) -> ast.Instruction:
