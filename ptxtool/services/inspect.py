@@ -27,6 +27,7 @@ from ptxtool.errors import (
     Location,
     UsageError,
 )
+from ptxtool.isa.caching import CACHE_WORDS
 from ptxtool.isa.types import TYPE_BYTES, VECTOR_LANES
 from ptxtool.sources import Source, Unreadable, parse_source, write_atomic
 from ptxtool.syntax import ast
@@ -37,8 +38,6 @@ from ptxtool.toolchain.sass import SassStats, disassemble, live_by_line, live_re
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
 
-# modifiers of ld/st.global that say how the access is cached (ordering qualifiers change caching too)
-CACHE_WORDS = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "volatile", "relaxed", "acquire", "release"})
 BARRIER_OPCODES = frozenset({"bar", "barrier", "mbarrier", "membar"})
 
 
