@@ -14,6 +14,31 @@ from dataclasses import dataclass, field
 from lark.lexer import PatternStr, Token
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
+_BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
+
+
+def _bad(kind: str, value: str, start: int) -> str:
+    """Why a piece of text is no token: said the way ptxas would object to it."""
+    if kind == "OPEN_STRING":
+        return "unterminated string: expected '\"' before the end of the line"
+    if kind == "STRING":
+        return "non-ASCII character in a string: ptxas takes those only in comments"
+    if value == "\ufeff" and start == 0:
+        return (
+            "byte-order mark at the start of the file: PTX is plain ASCII (ptxas rejects it too); save the file "
+            "without one"
+        )
+    if value == "\0":
+        return "NUL byte: PTX is text (ptxas stops reading here)"
+    if len(value) > 1:
+        return f"malformed number '{value[:40]}'"
+    if value in _BLANKS:
+        return f"{_BLANKS[value]} is not a blank in PTX (ptxas rejects it): use a space or a tab"
+    if "\udc80" <= value <= "\udcff":  # a byte that is not UTF-8, kept by the reader as a lone surrogate
+        return f"byte 0x{ord(value) - 0xDC00:02X} is not ASCII: ptxas takes such bytes only in comments"
+    if not value.isascii():
+        return f"non-ASCII character {value!r} (U+{ord(value):04X}): ptxas takes those only in comments"
+    return f"unexpected character {value!r}"
 
 
 @dataclass(slots=True)
@@ -64,9 +89,11 @@ class PtxLexer:
         patterns.sort()
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
+        alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
         punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
         alternatives.append(f"(?P<PUNCT>{punct})")
-        alternatives.append(r"(?P<BAD>\S)")
+        # a number glued to letters (`12ab`) is one bad token, so that no scan over its digits is repeated per digit
+        alternatives.append(r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])")
         self.master = re.compile("|".join(alternatives), re.S)
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
@@ -108,15 +135,11 @@ class PtxLexer:
             elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
                 errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
                 break
-            elif kind == "BAD":
-                message = (
-                    "byte-order mark at the start of the file: PTX is plain ASCII (ptxas rejects it too); save the "
-                    "file without one"
-                    if value == "\ufeff" and start == 0
-                    else f"unexpected character {value!r}"
-                )
-                errors.append(LexError(line, start - line_start + 1, message))
+            elif kind == "BAD" or kind == "OPEN_STRING":
+                errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                 continue
+            elif kind == "STRING" and not value.isascii():
+                errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
             last_token_line = line
             session.prev_line = session.last_line
             session.last_line = line

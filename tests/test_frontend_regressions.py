@@ -1,0 +1,127 @@
+"""Issue 12's repros: inputs that hung, crashed or were misjudged by the front end, each checked against the wheel's
+ptxas where the claim is "ptxas accepts" or "ptxas rejects", and pathological inputs timed against their size."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ptxtool.cli import main
+from ptxtool.syntax import ParseError, parse
+from ptxtool.syntax.lexer import LexSession
+from ptxtool.syntax.parser import _parser
+
+HEAD = ".version 9.0\n.target sm_90\n.address_size 64\n"
+
+
+def kernel(body: str, head: str = HEAD) -> str:
+    return head + ".visible .entry k()\n{\n" + body + "\n}\n"
+
+
+def ptxas_accepts(ptxas: str, data: bytes | str, tmp_path: Path, name: str = "t") -> bool:
+    """Whether the wheel's ptxas assembles these exact bytes."""
+    source = tmp_path / f"{name}.ptx"
+    source.write_bytes(data.encode() if isinstance(data, str) else data)
+    command = [ptxas, "-arch=sm_90", str(source), "-o", str(tmp_path / f"{name}.cubin")]
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def lex_seconds(text: str) -> float:
+    _, lexer, _, _ = _parser()
+    start = time.perf_counter()
+    for _ in lexer.tokens(text, LexSession()):
+        pass
+    return time.perf_counter() - start
+
+
+def messages(text: str) -> list[str]:
+    with pytest.raises(ParseError) as error:
+        parse(text)
+    return [f"{i.line}:{i.column}: {i.message}" for i in error.value.issues]
+
+
+# ---------------------------------------------------------------- 1: the lexer is linear on any input
+
+PATHOLOGICAL = {
+    "unterminated block comment": lambda n: "/*" + "\n" * n,
+    "unterminated comment of comment starts": lambda n: "/*" * n,
+    "digits glued to a letter": lambda n: "1" * n + "x",
+    "digits then an exponent letter": lambda n: "1" * n + "e+",
+    "escaped quotes, never closed": lambda n: '"a\\' * n,
+    "backslash-newline string": lambda n: '"' + "\\\n" * n,
+    "quotes": lambda n: '"' * n,
+    "dotted word": lambda n: "a" + ".b" * n + "%",
+    "qualified directive": lambda n: ".a" + "::b" * n + "::",
+    "percent signs": lambda n: "%" * n,
+}
+
+
+@pytest.mark.parametrize("make", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_lexing_time_grows_linearly_with_the_input(make) -> None:
+    """Lexing 4x the input takes well under 16x the time (a quadratic lexer takes 16x), and stays fast."""
+    small, large = lex_seconds(HEAD + make(5_000)), lex_seconds(HEAD + make(20_000))
+    assert large < 1.0
+    assert large < 8 * small + 0.02
+
+
+def test_unterminated_block_comment_is_one_error_at_once() -> None:
+    start = time.perf_counter()
+    assert messages(HEAD + "/*" + "\n" * 40) == ["4:1: unterminated block comment"]
+    assert time.perf_counter() - start < 1.0
+
+
+# ---------------------------------------------------------------- 7, 9, 10: bytes ptxas accepts or rejects
+
+LATIN1 = (HEAD + "// caf\xe9 ol\xe9\n.visible .entry k() /* na\xefve */\n{\n\tret;\n}\n").encode("latin-1")
+
+
+def test_latin1_in_comments_round_trips_byte_for_byte(ptxas: str, tmp_path: Path) -> None:
+    assert ptxas_accepts(ptxas, LATIN1, tmp_path)
+    path = tmp_path / "latin1.ptx"
+    path.write_bytes(LATIN1)
+    assert cli("parse", "--check", str(path)).exit_code == 0
+    out = tmp_path / "out.ptx"
+    assert cli("fmt", str(path), "-o", str(out)).exit_code == 0
+    assert b"// caf\xe9 ol\xe9" in out.read_bytes() and b"/* na\xefve */" in out.read_bytes()
+    again = tmp_path / "again.ptx"
+    assert cli("fmt", str(out), "-o", str(again)).exit_code == 0
+    assert again.read_bytes() == out.read_bytes()  # canonical text is given back byte for byte
+    stdout = subprocess.run([sys.executable, "-m", "ptxtool.cli", "fmt", str(path)], capture_output=True)
+    assert stdout.returncode == 0 and stdout.stdout == out.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("data", "where", "words"),
+    [
+        (HEAD.encode() + b'.file 1 "caf\xe9.cu"\n', "4:9", "non-ASCII character in a string"),
+        (HEAD.encode() + b".visible .entry k() {\x0bret; }\n", "4:22", "vertical tab"),
+        (HEAD.encode() + ".visible .entry k() {\xa0ret; }\n".encode(), "4:22", "no-break space"),
+        (HEAD.encode() + b".visible .entry k() {\xa0ret; }\n", "4:22", "0xA0 is not ASCII"),
+        (HEAD.encode() + b".visible .entry k() { ret;\x00 }\n", "4:27", "NUL byte"),
+    ],
+    ids=["latin1-in-string", "vertical-tab", "no-break-space", "latin1-no-break-space", "nul"],
+)
+def test_bytes_ptxas_rejects_are_errors_at_their_position(
+    ptxas: str, tmp_path: Path, data: bytes, where: str, words: str
+) -> None:
+    assert not ptxas_accepts(ptxas, data, tmp_path)
+    path = tmp_path / "bad.ptx"
+    path.write_bytes(data)
+    result = cli("parse", str(path))
+    assert result.exit_code == 2
+    assert f"{path}:{where}: error:" in result.stderr and words in result.stderr
+
+
+def test_form_feed_is_a_blank(ptxas: str, tmp_path: Path) -> None:
+    text = kernel("\f\tret;")
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    parse(text)
