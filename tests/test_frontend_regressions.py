@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ptxtool.cli import main
-from ptxtool.syntax import ParseError, parse
+from ptxtool.syntax import ParseError, format_module, parse
 from ptxtool.syntax.lexer import LexSession
 from ptxtool.syntax.parser import _parser
 
@@ -125,3 +125,106 @@ def test_form_feed_is_a_blank(ptxas: str, tmp_path: Path) -> None:
     text = kernel("\f\tret;")
     assert ptxas_accepts(ptxas, text, tmp_path)
     parse(text)
+
+
+# ---------------------------------------------------------------- 2, 3, 6: nesting
+
+BLOCKS_PTXAS_TAKES = 1_660  # ptxas's parser stack (10,000 entries) ends at about 1,663 nested blocks
+
+
+def nested_blocks(depth: int) -> str:
+    return kernel(".reg .b32 %r<3>;\n" + "{\n" * depth + "mov.u32 %r1, 1;\n" + "}\n" * depth + "ret;")
+
+
+def test_blocks_nested_as_deep_as_ptxas_takes_parse_print_and_check(ptxas: str, tmp_path: Path) -> None:
+    text = nested_blocks(BLOCKS_PTXAS_TAKES)
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    path = tmp_path / "deep.ptx"
+    path.write_text(text)
+    for command in (("parse",), ("parse", "--check"), ("fmt", "--check")):
+        result = cli(*command, str(path))
+        assert result.exit_code in (0, 1), (command, result.output)
+    out = format_module(parse(text))
+    assert out.count("{") == BLOCKS_PTXAS_TAKES + 1 and format_module(parse(out)) == out
+
+
+def test_blocks_nested_past_the_parser_limit_are_one_clear_error() -> None:
+    (message,) = messages(nested_blocks(13_000))
+    assert "nested too deep" in message
+
+
+def test_a_deeply_nested_vector_prints_or_is_one_clear_error(ptxas: str, tmp_path: Path) -> None:
+    def vector(depth: int) -> str:
+        return kernel(".reg .b32 %r<3>;\nmov.u32 %r1, " + "{" * depth + "%r1" + "}" * depth + ";\nret;")
+
+    assert not ptxas_accepts(ptxas, vector(250), tmp_path)  # ptxas takes no nested vector at all
+    assert "{" * 250 + "%r1" + "}" * 250 in format_module(parse(vector(250)))  # printed without recursion
+    (message,) = messages(vector(300))
+    assert "nested more than 256 levels deep" in message
+
+
+def test_a_flat_chain_of_operators_is_not_deep(ptxas: str, tmp_path: Path) -> None:
+    terms = 20_000
+    text = kernel(".reg .b32 %r<3>;\nmov.u32 %r1, " + "+".join(["1"] * terms) + ";\nret;")
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    start = time.perf_counter()
+    (instruction,) = [s for s in parse(text).kernels[0].body.statements if getattr(s, "opcode", "") == "mov"]
+    assert instruction.operands[1].value == terms
+    assert time.perf_counter() - start < 5
+    assert format_module(parse(text)).count("1+1") == terms // 2
+
+
+def test_parentheses_nested_within_the_limit_round_trip() -> None:
+    text = kernel(".reg .b32 %r<3>;\nmov.u32 %r1, " + "(" * 250 + "-1" + ")" * 250 + ";\nret;")
+    module = parse(text)
+    assert parse(format_module(module)) == module
+
+
+# ---------------------------------------------------------------- 4, 5: valid PTX that was rejected
+
+EXPRESSIONS = [
+    "ld.global.u32 %r1, [%rd1+3*64];",
+    "ld.global.u32 %r1, [%rd1+4+4];",
+    "ld.global.u32 %r1, [%rd1+(4)];",
+    "ld.global.u32 %r1, [%rd1+~3];",
+    "ld.global.u32 %r1, [s+1<<2];",
+    "mov.u64 %rd1, s+4*2;",
+    "mov.u64 %rd1, s+-8;",
+    "ld.global.u32 %r1, [%rd1+-4];",
+    "p: .callprototype _ (.param .u32 a) .noreturn;",
+    "p: .callprototype _ (.param .u32 a) .abi_preserve 4;",
+    "p: .callprototype _ (.param .u32 a) .abi_preserve_control 2;",
+    "p: .callprototype _ (.param .u32 a) .noreturn .abi_preserve 4 .abi_preserve_control 2;",
+]
+GLOBALS = ".visible .global .align 8 .u64 s[8];\n"
+
+
+@pytest.mark.parametrize("statement", EXPRESSIONS)
+def test_expressions_and_prototype_directives_ptxas_takes_parse_and_round_trip(
+    ptxas: str, tmp_path: Path, statement: str
+) -> None:
+    text = kernel(".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\nmov.u64 %rd1, s;\n" + statement + "\nret;", HEAD + GLOBALS)
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    out = format_module(parse(text))
+    assert statement.removeprefix("p: ").replace("_ (", "_(") in out
+    assert ptxas_accepts(ptxas, out, tmp_path, "out")
+
+
+@pytest.mark.parametrize("initializer", ["s+4+4", "s+(4*2)", "{s+4*2, generic(s)+4+4}"])
+def test_expressions_in_initializers(ptxas: str, tmp_path: Path, initializer: str) -> None:
+    dims = "[2]" if initializer.startswith("{") else ""
+    text = HEAD + GLOBALS + f".visible .global .u64 g{dims} = {initializer};\n"
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    assert f" = {initializer};" in format_module(parse(text))
+
+
+def test_a_negative_offset_without_plus_is_rejected_as_ptxas_does(ptxas: str, tmp_path: Path) -> None:
+    text = kernel(".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\nld.global.u32 %r1, [%rd1-4];\nret;")
+    assert not ptxas_accepts(ptxas, text, tmp_path)
+    assert messages(text)
+
+
+def test_address_offsets_evaluate_for_the_analyses() -> None:
+    text = kernel(".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\nld.global.u32 %r1, [%rd1+3*64+(1<<2)-~3];\nret;")
+    load = next(s for s in parse(text).kernels[0].body.statements if getattr(s, "opcode", "") == "ld")
+    assert load.operands[1].offset.value == 3 * 64 + 4 + 4

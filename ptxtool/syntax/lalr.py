@@ -15,7 +15,9 @@ from lark.grammar import Rule
 from lark.parsers.lalr_analysis import Shift
 
 END = "$END"
-MAX_DEPTH = 400  # parser stack entries: real PTX nests a few levels; far deeper input would overflow the printer
+# parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
+# over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
+MAX_DEPTH = 12_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +181,9 @@ class Driver:
                 if action.__class__ is int:
                     if stack[-1] in starts:
                         checkpoint = (len(stack), len(values))
-                    elif len(stack) > MAX_DEPTH:
-                        on_error(Unexpected(token, frozenset(), f"nested more than {MAX_DEPTH} levels deep"))
+                    if len(stack) > MAX_DEPTH:
+                        message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
+                        on_error(Unexpected(token, frozenset(), message))
                         return None
                     stack.append(action)
                     values.append(token)

@@ -124,6 +124,10 @@ class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
 
 
+def _tokens(values) -> list[Token]:
+    return [v for v in values if v.__class__ is Token]
+
+
 class _Build:
     """One method per grammar rule (or alias), called with the rule's children, each returning a node; names and
     literals are interned so that a million-line file shares its `%r1`s."""
@@ -220,7 +224,7 @@ class _Build:
         return ast.SymbolOffset(self._name(symbol), self._signed(offset))
 
     def v_difference(self, left, minus, right):
-        return ast.Difference(self._name(left), self._name(right), *self._blanks(minus))
+        return ast.Difference(self._name(left), self._name(right))
 
     def label(self, word):
         return ast.Label(str(word), line=word.line, column=word.column, end_line=self.session.prev_line)
@@ -273,14 +277,14 @@ class _Build:
     def i_symbol(self, word):
         return self._name(word)
 
-    def i_symbol_offset(self, word, plus, *offset):
-        return ast.SymbolOffset(self._name(word), self._signed(offset))
+    def i_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._operand(offset))
 
     def i_generic(self, word, symbol, *offset):
         if word.value != "generic":
             message = f"unknown initializer function '{word}': expected 'generic'"
             self.session.errors.append(LexError(word.line, word.column, message))
-        return ast.Generic(self._name(symbol), self._signed(offset[1:]) if offset else None)
+        return ast.Generic(self._name(symbol), self._operand(offset[1]) if offset else None)
 
     def i_mask(self, mask, address):
         return ast.Mask(self._imm(mask), address)
@@ -289,7 +293,7 @@ class _Build:
         return ast.FieldInit(str(word), self._value(value))
 
     def i_list(self, *items):
-        return ast.InitList(items)
+        return self._nested(ast.InitList(items), items, items)
 
     # -- functions
     def function(self, *children):
@@ -359,7 +363,10 @@ class _Build:
     def call_prototype(self, kw, *children):
         returns = params = None
         name = None
+        directives = tuple(c for c in children if isinstance(c, ast.PerfDirective))
         for child in children:
+            if isinstance(child, ast.PerfDirective):
+                continue
             if isinstance(child, _Params):
                 if name is None:
                     returns = tuple(child)
@@ -367,7 +374,9 @@ class _Build:
                     params = tuple(child)
             else:
                 name = str(child)
-        return ast.CallPrototype(returns, name, params, line=kw.line, column=kw.column, end_line=self.session.prev_line)
+        return ast.CallPrototype(
+            returns, name, params, directives, line=kw.line, column=kw.column, end_line=self.session.prev_line
+        )
 
     # -- instructions
     def instruction(self, *children):
@@ -402,60 +411,62 @@ class _Build:
         return ast.PredPair(self._name(first), self._name(second))
 
     def o_vector_pair(self, *children):
-        return ast.PredPair(ast.Vector(children[:-1]), self._name(children[-1]))
+        return ast.PredPair(self._nested(ast.Vector(children[:-1]), children, children[:-1]), self._name(children[-1]))
 
-    def o_symbol_offset(self, word, plus, *offset):
-        return ast.SymbolOffset(self._name(word), self._signed(offset))
+    def o_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._operand(offset))
 
     def o_address(self, address):
         return address
 
     def o_vector(self, *items):
-        return ast.Vector(items)
+        return self._nested(ast.Vector(items), items, items)
 
     def o_list(self, *items):
         return ast.ParenList(items)
 
     def address(self, base, *rest):
-        offset, plus = None, False
-        if rest and isinstance(rest[0], Token) and rest[0].type == "PLUS":
-            plus, rest = True, rest[1:]
-        count = 0
-        while count < len(rest) and isinstance(rest[count], Token):
-            count += 1
-        if count:
-            offset, rest = self._signed(rest[:count]), rest[count:]
-        return ast.Address(self._value(base), offset, plus or offset is None, rest)
+        offset = None
+        if rest and rest[0].__class__ is Token and rest[0].type == "PLUS":
+            offset, rest = self._operand(rest[1]), rest[2:]
+        return ast.Address(self._value(base), offset, True, rest)
 
-    # -- constant expressions (their depth is bounded: the printer and analyses recurse over them)
-    def _nested(self, node, token: Token, *parts):
-        depth = 1 + max(self.depths.get(id(p), 0) for p in parts)
-        if depth > MAX_EXPRESSION_DEPTH:
-            message = f"constant expression nested more than {MAX_EXPRESSION_DEPTH} operators deep"
-            raise _GiveUp(SyntaxIssue(token.line, token.column, message))
-        self.depths[id(node)] = depth
+    # -- constant expressions and nested operands (their depth is bounded: analyses may recurse over them, and
+    # node equality does; a flat chain `1+1+...+1` is one node, not deep)
+    def _nested(self, node, tokens, parts):
+        """Record how deep `node` nests; `tokens` holds the first token of the construct, for the message."""
+        depths = self.depths
+        depth = 1 + max((depths.get(id(p), 0) for p in parts), default=0)
+        if depth > MAX_NESTING:
+            first = next((t for t in _tokens(tokens)), None)
+            line, column = (first.line, first.column) if first is not None else (self.session.last_line, 1)
+            message = f"expression or operand nested more than {MAX_NESTING} levels deep (ptxtool's limit)"
+            raise _GiveUp(SyntaxIssue(line, column, message))
+        depths[id(node)] = depth
         return node
 
-    def _blanks(self, op: Token) -> tuple[bool, bool]:
-        """Whether blanks stand right before and right after an operator token in the text."""
-        text, start, end = self.session.text, op.start_pos, op.start_pos + len(op.value)
-        return (start > 0 and text[start - 1].isspace(), end < len(text) and text[end].isspace())
+    def _operand(self, node):
+        """A constant-expression child: a bare literal token becomes its interned node."""
+        return self._imm(node) if node.__class__ is Token else node
 
-    def e_binary(self, left, op, right):
-        before, after = self._blanks(op) if op.value in WORD_JOINING else (False, False)
-        return self._nested(ast.Binary(op.value, left, right, before, after), op, left, right)
+    def e_chain(self, first, *rest):
+        operands = (first, *rest[1::2])
+        node = ast.Binary(operands, tuple(op.value for op in rest[0::2]))
+        return self._nested(node, rest[0:1], operands)
+
+    logical_or = logical_and = bit_or = bit_xor = bit_and = equality = relational = shift = additive = e_chain
+    multiplicative = e_chain
 
     def e_unary(self, op, operand):
-        after = op.value in WORD_JOINING and self._blanks(op)[1]
-        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-") and not after:
+        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-"):
             return self._imm("-" + operand.text)
-        return self._nested(ast.Unary(op.value, operand, after), op, operand)
+        return self._nested(ast.Unary(op.value, operand), (op,), (operand,))
 
     def e_paren(self, inner):
-        return ast.Paren(inner)
+        return self._nested(ast.Paren(inner), (), (inner,))
 
     def e_conditional(self, condition, qmark, if_true, if_false):
-        return ast.Conditional(condition, if_true, if_false, *self._blanks(qmark))
+        return self._nested(ast.Conditional(condition, if_true, if_false), (qmark,), (condition, if_true, if_false))
 
 
 # ---------------------------------------------------------------- the parser
@@ -479,10 +490,7 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
 _lock = threading.Lock()  # the node builder holds per-parse state
 
 
-MAX_EXPRESSION_DEPTH = 100
-# operators made of characters that join the words beside them (`7&1` is one word, `7 & 1` three): a tool that
-# reads PTX by words, like a diff, sees their blanks, so the blanks are kept as written
-WORD_JOINING = frozenset({"-", "*", "/", "%", "&", "&&", "^", "~"})
+MAX_NESTING = 256  # parentheses, operators and braces inside one operand or initializer; compilers write a few
 MAX_LINE = 16 << 20  # characters; compilers' longest lines (data initializers) stay far below
 
 
