@@ -228,3 +228,64 @@ def test_address_offsets_evaluate_for_the_analyses() -> None:
     text = kernel(".reg .b32 %r<3>;\n.reg .b64 %rd<3>;\nld.global.u32 %r1, [%rd1+3*64+(1<<2)-~3];\nret;")
     load = next(s for s in parse(text).kernels[0].body.statements if getattr(s, "opcode", "") == "ld")
     assert load.operands[1].offset.value == 3 * 64 + 4 + 4
+
+
+# ---------------------------------------------------------------- 12: instructions the ISA tables do not know
+
+UNKNOWN_OPCODE = kernel(
+    ".reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n.reg .pred %p<2>;\n"
+    "ld.param.u64 %rd1, [p];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, %tid.x;\n"
+    "setp.eq.u32 %p1, %r1, 0;\n"
+    "frobnicate.sync.b32 %r2, [%rd2], %r1;\n@%p1 bra DONE;\nzorble.b64 %rd3;\nst.global.u32 [%rd2], %r2;\n"
+    "DONE:\nret;",
+).replace("k()", "k(.param .u64 p)")
+
+# ptxas knows `prmt` and `nanosleep`; with their rows taken out of the tables they stand for an instruction of a
+# PTX newer than the tables
+KNOWN_TO_PTXAS = kernel(
+    ".reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n.reg .pred %p<2>;\n"
+    "ld.param.u64 %rd1, [p];\ncvta.to.global.u64 %rd2, %rd1;\nmov.u32 %r1, 0;\n"
+    "LOOP:\nld.global.u32 %r2, [%rd2];\nprmt.b32 %r3, %r2, %r1, 0x3210;\nnanosleep.u32 %r3;\n"
+    "add.s32 %r1, %r1, 1;\nsetp.lt.u32 %p1, %r1, 8;\n@%p1 bra LOOP;\nst.global.u32 [%rd2+4], %r3;\nret;",
+).replace("k()", "k(.param .u64 p)")
+
+COMMANDS = [("parse",), ("parse", "--check"), ("fmt",), ("lint",), ("cfg",), ("optimize",), ("inspect", "--pressure")]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_takes_an_invented_opcode(tmp_path: Path, command: tuple[str, ...]) -> None:
+    path = tmp_path / "unknown.ptx"
+    path.write_text(UNKNOWN_OPCODE)
+    result = cli(*command, str(path))
+    assert result.exit_code in (0, 1, 2), result.output
+    assert "internal error" not in result.output
+    if command == ("parse", "--check"):
+        assert "unknown instruction 'frobnicate.sync.b32'" in result.output
+        assert "unknown instruction 'zorble.b64'" in result.output
+
+
+@pytest.mark.parametrize("command", COMMANDS[3:], ids=" ".join)
+def test_commands_stay_up_when_ptxas_knows_an_instruction_the_tables_do_not(
+    ptxas: str, tmp_path: Path, monkeypatch, command: tuple[str, ...]
+) -> None:
+    from ptxtool import isa
+
+    assert ptxas_accepts(ptxas, KNOWN_TO_PTXAS, tmp_path)
+    monkeypatch.delitem(isa.OPCODES, "prmt")
+    monkeypatch.delitem(isa.OPCODES, "nanosleep")
+    path = tmp_path / "newer.ptx"
+    path.write_text(KNOWN_TO_PTXAS)
+    result = cli(*command, str(path))
+    assert result.exit_code in (0, 1), result.output
+
+
+def test_an_unknown_instruction_gets_worst_case_facts() -> None:
+    from ptxtool import isa
+
+    module = parse(UNKNOWN_OPCODE)
+    frob = next(i for i in module.kernels[0].body.statements if getattr(i, "opcode", "") == "frobnicate")
+    assert isa.find(frob) is None
+    assert {role for _, role in isa.operand_roles(frob)} == {isa.Role.DEF_USE}
+    assert isa.effects(frob) & isa.Effect.FENCE and not isa.effects(frob) & (isa.Effect.BRANCH | isa.Effect.RETURN)
+    spaces = [(str(op.base.text), mode, space) for op, mode, space in isa.memory_accesses(frob)]
+    assert ("%rd2", isa.Mode.READ_WRITE, "generic") in spaces and ("%r1", isa.Mode.READ_WRITE, "generic") in spaces
