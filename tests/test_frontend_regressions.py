@@ -289,3 +289,41 @@ def test_an_unknown_instruction_gets_worst_case_facts() -> None:
     assert isa.effects(frob) & isa.Effect.FENCE and not isa.effects(frob) & (isa.Effect.BRANCH | isa.Effect.RETURN)
     spaces = [(str(op.base.text), mode, space) for op, mode, space in isa.memory_accesses(frob)]
     assert ("%rd2", isa.Mode.READ_WRITE, "generic") in spaces and ("%r1", isa.Mode.READ_WRITE, "generic") in spaces
+
+
+# ---------------------------------------------------------------- 8, 11: what `parse --check` names
+
+
+def test_an_unknown_directive_is_its_own_statement_and_check_names_it(ptxas: str, tmp_path: Path) -> None:
+    text = (
+        HEAD
+        + ".bogus 7\n.global .align 4 .b32 g;\n"
+        + kernel("ret;", "").replace("{\n", "{\n.foo 1 .bar\n.reg .b32 %r1;\n", 1)
+    )
+    assert not ptxas_accepts(ptxas, text, tmp_path)
+    out = format_module(parse(text))
+    assert ".bogus 7\n\n.global .align 4 .b32 g;" in out and "\t.foo 1 .bar\n\t.reg .b32 %r1;" in out
+    path = tmp_path / "bogus.ptx"
+    path.write_text(text)
+    result = cli("parse", "--check", str(path))
+    assert result.exit_code == 1
+    assert "4:1: error: unknown directive '.bogus'" in result.output
+    assert "unknown directive '.foo'" in result.output
+
+
+def test_a_multi_line_declaration_stays_one(ptxas: str, tmp_path: Path) -> None:
+    text = HEAD + ".visible .global .align 4\n\t.b32 g;\n"
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    (declaration,) = [i for i in parse(text).items if type(i).__name__ == "Declaration"]
+    assert [a.word for a in declaration.attributes] == [".visible", ".global", ".align", ".b32"]
+
+
+def test_check_layout_under_9_3_is_known(ptxas: str, tmp_path: Path) -> None:
+    text = kernel(
+        ".reg .pred %p<2>;\n.shared .align 8 .b64 bar;\nmbarrier.check_layout.layout::v1.shared::cta.b64 %p1, [bar];",
+        HEAD.replace("9.0", "9.3"),
+    )
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    path = tmp_path / "layout.ptx"
+    path.write_text(text)
+    assert cli("parse", "--check", str(path)).exit_code == 0

@@ -20,6 +20,7 @@ from ptxtool.syntax import ast
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import LexError, LexSession, PtxLexer
+from ptxtool.syntax.printer import inline
 
 # ---------------------------------------------------------------- errors
 
@@ -118,10 +119,35 @@ class _Located(NamedTuple):
     column: int
     start: int = -1  # offsets in the text, to see attributes written with no blank between them
     end: int = -1
+    parts: tuple = ()  # for a run of attributes: each one located
+
+
+class _Several(tuple):
+    """Statements one grammar rule matched: unknown directives a declaration began with, then the declaration."""
 
 
 class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
+
+
+@cache
+def _attribute_words() -> frozenset[str]:
+    """The ISA's declaration and function attributes, loaded when a run of attributes first spans lines."""
+    from ptxtool.isa.features import ATTRIBUTE_WORDS
+
+    return ATTRIBUTE_WORDS
+
+
+def _flat(items: tuple) -> tuple:
+    """Statements with each _Several spliced in."""
+    if not any(i.__class__ is _Several for i in items):
+        return items
+    return tuple(s for i in items for s in (i if i.__class__ is _Several else (i,)))
+
+
+def _attribute_name(a: ast.Attribute) -> ast.Name:
+    """An attribute as an operand of an unknown directive, spelled as written."""
+    return ast.Name(inline(a))
 
 
 def _tokens(values) -> list[Token]:
@@ -170,7 +196,7 @@ class _Build:
 
     # -- module
     def start(self, *items):
-        return ast.Module(items)
+        return ast.Module(_flat(items))
 
     def _directive(self, kw: Token, args, semicolon: bool = False) -> ast.Directive:
         return ast.Directive(
@@ -249,12 +275,33 @@ class _Build:
         for before, a in zip(located, located[1:], strict=False):
             glued = a.start >= 0 and a.start == before.end
             nodes.append(dataclasses.replace(a.node, glued=True) if glued else a.node)
-        return _Located(tuple(nodes), located[0].line, located[0].column)
+        return _Located(tuple(nodes), located[0].line, located[0].column, parts=located)
+
+    def _unknown_directives(self, attrs: _Located) -> tuple[list[ast.Directive], _Located]:
+        """Directives the grammar took for attributes: a line of words that starts with one no declaration or
+        function has (`.bogus 7`) is a statement of its own, not the head of the declaration on the next line."""
+        parts, nodes = attrs.parts, attrs.node
+        directives: list[ast.Directive] = []
+        start = 0
+        for i in range(1, len(parts)):
+            if parts[i].line > parts[i - 1].line and nodes[start].word not in _attribute_words():
+                first, rest = nodes[start], nodes[start + 1 : i]
+                group = (*((first.number,) if first.number is not None else ()), *map(_attribute_name, rest))
+                line, column = parts[start].line, parts[start].column
+                args = (group,) if group else ()
+                directives.append(ast.Directive(first.word, args, line=line, column=column, end_line=parts[i - 1].line))
+                start = i
+        if not start:
+            return directives, attrs
+        rest = parts[start:]
+        return directives, _Located(nodes[start:], rest[0].line, rest[0].column, parts=rest)
 
     def declaration(self, attrs, *declarators):
-        return ast.Declaration(
+        directives, attrs = self._unknown_directives(attrs)
+        node = ast.Declaration(
             attrs.node, declarators, line=attrs.line, column=attrs.column, end_line=self.session.prev_line
         )
+        return _Several((*directives, node)) if directives else node
 
     def declarator(self, word, *rest):
         count = rest[0] if rest and isinstance(rest[0], ast.Immediate) else None
@@ -297,6 +344,14 @@ class _Build:
 
     # -- functions
     def function(self, *children):
+        directives: list[ast.Directive] = []
+        if isinstance(children[0], _Located):
+            directives, head = self._unknown_directives(children[0])
+            children = (head, *children[1:])
+        node = self._function(children)
+        return _Several((*directives, node)) if directives else node
+
+    def _function(self, children):
         attrs: tuple = ()
         kind_attrs: tuple = ()
         line = column = 0
@@ -357,7 +412,7 @@ class _Build:
     def block(self, lbrace, *rest):
         rbrace = rest[-1]
         return ast.Block(
-            rest[:-1], line=lbrace.line, column=lbrace.column, end_line=rbrace.line, end_column=rbrace.column
+            _flat(rest[:-1]), line=lbrace.line, column=lbrace.column, end_line=rbrace.line, end_column=rbrace.column
         )
 
     def call_prototype(self, kw, *children):
