@@ -327,3 +327,55 @@ def test_check_layout_under_9_3_is_known(ptxas: str, tmp_path: Path) -> None:
     path = tmp_path / "layout.ptx"
     path.write_text(text)
     assert cli("parse", "--check", str(path)).exit_code == 0
+
+
+# ---------------------------------------------------------------- 13 and the data fast paths
+
+
+def large_initializer(elements: int) -> str:
+    values = [str((k * 37) % 256) for k in range(elements)]
+    rows = ",\n".join(", ".join(values[k : k + 64]) for k in range(0, elements, 64))
+    return HEAD + f".visible .global .align 1 .b8 table[{elements}] = {{{rows}}};\n"
+
+
+def test_a_large_initializer_wraps_canonically_and_round_trips(ptxas: str, tmp_path: Path) -> None:
+    text = large_initializer(1_000_000)
+    start = time.perf_counter()
+    out = format_module(parse(text))
+    assert time.perf_counter() - start < 20  # was 61 s of CPU, then a refused 18 MB line
+    lines = out.splitlines()
+    assert max(map(len, lines)) < 100 and len(lines) > 1_000_000 // 16
+    assert format_module(parse(out)) == out
+    small = large_initializer(40)
+    formatted = format_module(parse(small))
+    assert "table[40] = {\n\t0, 37, 74," in formatted and ",\n\t" in formatted
+    assert ptxas_accepts(ptxas, formatted, tmp_path)
+
+
+def test_data_fast_paths_build_the_tree_the_parser_builds() -> None:
+    """A comment inside data sends it down the ordinary path: both paths give the same tree."""
+    fast = HEAD + ".global .b8 a[4] = {1, -2,\n 0f3F800000, 4};\n.section .debug_x\n{\n.b8 1,2, 3\n.b32 4\n}\n"
+    slow = fast.replace("-2,", "-2, /* c */").replace("1,2,", "1,2 /* c */,")
+    assert parse(fast) == _without_comments(parse(slow))
+
+
+def _without_comments(module):
+    from dataclasses import replace
+
+    from ptxtool.syntax import ast
+
+    def strip(node):
+        if isinstance(node, ast.Section):
+            body = replace(node.body, statements=tuple(replace(s, trailing=()) for s in node.body.statements))
+            return replace(node, body=body)
+        return replace(node, leading=(), trailing=())
+
+    return replace(module, items=tuple(strip(i) for i in module.items))
+
+
+def test_wrapped_initializer_in_a_function_is_indented_with_it() -> None:
+    values = ", ".join(str(k) for k in range(20))
+    text = kernel(f".const .b8 t[20] = {{{values}}};\nret;")
+    out = format_module(parse(text))
+    assert "\t.const .b8 t[20] = {\n\t\t0, 1," in out and "\n\t\t16, 17, 18, 19\n\t};" in out
+    assert format_module(parse(out)) == out

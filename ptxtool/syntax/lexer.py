@@ -87,6 +87,10 @@ class PtxLexer:
             else:
                 patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
         patterns.sort()
+        by_name = {name: regexp for _, _, name, regexp in patterns}
+        literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"
+        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass)
+        self.data_list = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
@@ -108,46 +112,71 @@ class PtxLexer:
         last_end = 0
         last_token_line = 0
         new_str = str.__new__
-        for m in self.master.finditer(text):
-            start = m.start()
-            if last_end != start:
-                newlines = count("\n", last_end, start)
-                if newlines:
-                    line += newlines
-                    line_start = rfind("\n", last_end, start) + 1
-            kind = m.lastgroup
-            value = m.group()
-            last_end = m.end()
-            if kind == "WORD" or kind == "DOTWORD":
-                kind = keywords.get(value, kind)
-            elif kind == "PUNCT":
-                kind = punctuation[value]
-            elif kind == "COMMENT":
-                # blanks and CR at a line comment's end are layout, not words: the formatter owns them
-                text = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
-                comments.append(Comment(line, start - line_start + 1, text, last_token_line != line))
-                newlines = value.count("\n")
-                if newlines:
-                    line += newlines
-                    line_start = rfind("\n", start, last_end) + 1
+        data_list = self.data_list.match
+        position = 0
+        while position is not None:
+            matches, position = self.master.finditer(text, position), None
+            for m in matches:
+                start = m.start()
+                if last_end != start:
+                    newlines = count("\n", last_end, start)
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", last_end, start) + 1
+                kind = m.lastgroup
+                value = m.group()
+                last_end = m.end()
+                if kind == "WORD" or kind == "DOTWORD":
+                    kind = keywords.get(value, kind)
+                elif kind == "PUNCT":
+                    kind = punctuation[value]
+                    if kind == "EQUAL" and (data := data_list(text, last_end)):
+                        position = last_end  # the initializer is data: one token, then lexing goes on after it
+                elif kind == "COMMENT":
+                    # blanks and CR at a line comment's end are layout, not words: the formatter owns them
+                    text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
+                    comments.append(Comment(line, start - line_start + 1, text_, last_token_line != line))
+                    newlines = value.count("\n")
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", start, last_end) + 1
+                    last_token_line = line
+                    continue
+                elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
+                    errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
+                    break
+                elif kind == "BAD" or kind == "OPEN_STRING":
+                    errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
+                    continue
+                elif kind == "STRING" and not value.isascii():
+                    errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                 last_token_line = line
-                continue
-            elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
-                errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
-                break
-            elif kind == "BAD" or kind == "OPEN_STRING":
-                errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
-                continue
-            elif kind == "STRING" and not value.isascii():
-                errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
-            last_token_line = line
-            session.prev_line = session.last_line
-            session.last_line = line
-            token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
-            token.type = kind
-            token.value = value
-            token.start_pos = start
-            token.line = line
-            token.column = start - line_start + 1
-            yield token
+                session.prev_line = session.last_line
+                session.last_line = line
+                token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
+                token.type = kind
+                token.value = value
+                token.start_pos = start
+                token.line = line
+                token.column = start - line_start + 1
+                yield token
+                if position is not None:
+                    brace = text.index("{", last_end)
+                    newlines = count("\n", last_end, brace)
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", last_end, brace) + 1
+                    last_end = data.end()
+                    value = text[brace:last_end]
+                    session.prev_line = session.last_line
+                    session.last_line = line
+                    token = Token("DATA_LIST", value, brace, line, brace - line_start + 1)
+                    newlines = value.count("\n")
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", brace, last_end) + 1
+                    last_token_line = line
+                    position = last_end
+                    yield token
+                    break
         session.prev_line = session.last_line

@@ -52,6 +52,8 @@ _DESCRIBE = {
     "INT": "an integer",
     "FLOAT": "a floating-point number",
     "STRING": "a string",
+    "SECTION_DATA": "debug-section data",
+    "DATA_LIST": "a list of numbers",
     "$END": "the end of the file",
 }
 
@@ -167,6 +169,7 @@ class _Build:
     def reset(self, session: LexSession) -> None:
         self.session = session
         self.names, self.immediates = {}, {}
+        self.singles: dict[str, tuple[ast.Immediate]] = {}  # the one-value groups of section data, shared
         self.depths: dict[int, int] = {}  # id(expression node) -> operators deep, while the parse holds the nodes
 
     def _name(self, tok: Token | str) -> ast.Name:
@@ -242,6 +245,19 @@ class _Build:
 
     def section_data(self, word, *values):
         return self._directive(word, [(v,) for v in values])
+
+    def section_data_line(self, token):
+        """A SECTION_DATA token (`.b8 1, 2, 3`): the node section_data builds from the same words."""
+        word, values = token.value.split(None, 1)
+        singles = self.singles
+        args = []
+        for text in values.split(","):
+            text = text.strip()
+            single = singles.get(text)
+            if single is None:
+                single = singles[text] = (self._imm(text),)
+            args.append(single)
+        return ast.Directive(word, tuple(args), line=token.line, column=token.column, end_line=token.line)
 
     def v_plain(self, *tokens):
         return self._signed(tokens) if len(tokens) > 1 else self._value(tokens[0])
@@ -338,6 +354,13 @@ class _Build:
 
     def field_init(self, word, value):
         return ast.FieldInit(str(word), self._value(value))
+
+    def i_data(self, token):
+        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
+        imm = self._imm
+        node = ast.InitList(tuple(imm(text.strip()) for text in token.value[1:-1].split(",")))
+        self.depths[id(node)] = 1
+        return node
 
     def i_list(self, *items):
         return self._nested(ast.InitList(items), items, items)

@@ -2,7 +2,8 @@
 
 Layout: module items flush left with a blank line around functions and sections and between runs of directives
 and declarations; statements indented one tab per block level, labels one level out; a blank line after the
-declarations that open a block; one parameter per line; operands separated by `, `. Comments are printed where
+declarations that open a block; one parameter per line; operands separated by `, `; an initializer of more than
+16 elements 16 to a line. Comments are printed where
 their owner says: leading ones on their own lines above, trailing ones after the statement on its line (the last one,
 with the block comments just before it); earlier trailing ones, which cannot share a line with a `//` comment, above.
 """
@@ -42,6 +43,26 @@ def _binary(b: ast.Binary) -> list[Piece]:
     pieces: list[Piece] = [b.operands[0]]
     for op, operand in zip(b.ops, b.operands[1:], strict=True):
         pieces += (" % " if op == "%" else op, operand)
+    return pieces
+
+
+WRAP = 16  # initializer elements per line in a list longer than that
+
+
+def _init_list(n: ast.InitList) -> list[Piece]:
+    """A brace initializer; past WRAP elements, WRAP a line, one tab in (a megabyte of data is not one line)."""
+    items = n.items
+    if len(items) <= WRAP:
+        return ["{", *_seq(items), "}"]
+    if all(type(i) is ast.Immediate for i in items):  # the common case, and the large one: strings, not pieces
+        texts = [i.text for i in items]
+        return ["{\n\t" + ",\n\t".join(", ".join(texts[k : k + WRAP]) for k in range(0, len(texts), WRAP)) + "\n}"]
+    pieces: list[Piece] = ["{\n\t"]
+    for k, item in enumerate(items):
+        if k:
+            pieces.append(",\n\t" if k % WRAP == 0 else ", ")
+        pieces.append(item)
+    pieces.append("\n}")
     return pieces
 
 
@@ -99,7 +120,7 @@ PIECES: dict[type, Callable[[object], list[Piece]]] = {
     ast.Generic: lambda n: ["generic(", n.symbol, ")", *(("+", n.offset) if n.offset is not None else ())],
     ast.Mask: lambda n: [n.mask, "(", n.address, ")"],
     ast.FieldInit: lambda n: [f"{n.name} = ", n.value],
-    ast.InitList: lambda n: ["{", *_seq(n.items), "}"],
+    ast.InitList: _init_list,
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,
     ast.Param: lambda n: [_param(n)],
@@ -197,6 +218,8 @@ class _Writer:
         self.lines.extend(indent + c for c in comments)
 
     def statement(self, text: str, node, indent: str) -> None:
+        if indent and "\n" in text:  # a wrapped initializer: its lines are the statement's, indented with it
+            text = text.replace("\n", "\n" + indent)
         if node.leading:
             self.comments(node.leading, indent)
         if node.trailing:
