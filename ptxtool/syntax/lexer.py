@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from lark.lexer import PatternStr, Token
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
+_SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
+# One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0`, or a label.
+SECTION_LINE = re.compile(
+    rf"(?:(?P<word>\.b(?:8|16|32|64))[ \t]++(?P<values>{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
+    r"|(?P<label>[A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
+)
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 
 
@@ -90,7 +96,12 @@ class PtxLexer:
         by_name = {name: regexp for _, _, name, regexp in patterns}
         literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"
         # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass)
-        self.data_list = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
+        full = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
+        decimal = re.compile(r"\s*+\{\s*+(?:[0-9]++\s*+,\s*+)*+[0-9]++\s*+\}")  # the usual table: quicker to check
+        self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
+        # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
+        # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
+        self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
@@ -112,7 +123,9 @@ class PtxLexer:
         last_end = 0
         last_token_line = 0
         new_str = str.__new__
-        data_list = self.data_list.match
+        data_list = self.data_list
+        section_body = self.section_body.match
+        previous = ""
         position = 0
         while position is not None:
             matches, position = self.master.finditer(text, position), None
@@ -132,6 +145,7 @@ class PtxLexer:
                     kind = punctuation[value]
                     if kind == "EQUAL" and (data := data_list(text, last_end)):
                         position = last_end  # the initializer is data: one token, then lexing goes on after it
+                        fast = "DATA_LIST"
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
@@ -159,6 +173,9 @@ class PtxLexer:
                 token.start_pos = start
                 token.line = line
                 token.column = start - line_start + 1
+                if previous == "SECTION" and (data := section_body(text, last_end)):
+                    position, fast = last_end, "SECTION_BODY"
+                previous = kind
                 yield token
                 if position is not None:
                     brace = text.index("{", last_end)
@@ -170,7 +187,7 @@ class PtxLexer:
                     value = text[brace:last_end]
                     session.prev_line = session.last_line
                     session.last_line = line
-                    token = Token("DATA_LIST", value, brace, line, brace - line_start + 1)
+                    token = Token(fast, value, brace, line, brace - line_start + 1)
                     newlines = value.count("\n")
                     if newlines:
                         line += newlines

@@ -19,7 +19,7 @@ from lark import Lark, Token
 from ptxtool.syntax import ast
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
-from ptxtool.syntax.lexer import LexError, LexSession, PtxLexer
+from ptxtool.syntax.lexer import SECTION_LINE, LexError, LexSession, PtxLexer
 from ptxtool.syntax.printer import inline
 
 # ---------------------------------------------------------------- errors
@@ -54,6 +54,7 @@ _DESCRIBE = {
     "STRING": "a string",
     "SECTION_DATA": "debug-section data",
     "DATA_LIST": "a list of numbers",
+    "SECTION_BODY": "a section body",
     "$END": "the end of the file",
 }
 
@@ -246,6 +247,40 @@ class _Build:
     def section_data(self, word, *values):
         return self._directive(word, [(v,) for v in values])
 
+    def section_body(self, token):
+        """A SECTION_BODY token: the Block that `{ section_item* }` builds, one statement per SECTION_LINE."""
+        text, line, line_start = token.value, token.line, -token.column + 1
+        singles, names, imm = self.singles, self.names, self._imm
+        statements = []
+        counted = 0
+        for m in SECTION_LINE.finditer(text):
+            start = m.start()
+            newlines = text.count("\n", counted, start)
+            if newlines:
+                line += newlines
+                line_start = text.rfind("\n", counted, start) + 1
+            counted = start
+            column = start - line_start + 1
+            label = m.group("label")
+            if label is not None:
+                statements.append(ast.Label(label, line=line, column=column, end_line=line))
+                continue
+            args = []
+            for value in m.group("values").split(","):
+                value = value.strip()
+                single = singles.get(value)
+                if single is None:
+                    node = imm(value) if value[0].isdigit() else names.get(value) or self._name(value)
+                    single = singles[value] = (node,)
+                args.append(single)
+            statements.append(ast.Directive(m.group("word"), tuple(args), line=line, column=column, end_line=line))
+        end = len(text) - 1
+        end_line = token.line + text.count("\n")
+        end_column = end - (text.rfind("\n", 0, end) + 1) + 1 + (token.column - 1 if end_line == token.line else 0)
+        return ast.Block(
+            tuple(statements), line=token.line, column=token.column, end_line=end_line, end_column=end_column
+        )
+
     def section_data_line(self, token):
         """A SECTION_DATA token (`.b8 1, 2, 3`): the node section_data builds from the same words."""
         word, values = token.value.split(None, 1)
@@ -357,8 +392,9 @@ class _Build:
 
     def i_data(self, token):
         """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        imm = self._imm
-        node = ast.InitList(tuple(imm(text.strip()) for text in token.value[1:-1].split(",")))
+        texts = list(map(str.strip, token.value[1:-1].split(",")))
+        nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
+        node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
         self.depths[id(node)] = 1
         return node
 

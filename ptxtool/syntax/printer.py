@@ -174,10 +174,15 @@ def _instruction(i: ast.Instruction) -> str:
     return text + ";"
 
 
+def _words(group: tuple) -> str:
+    """One comma-separated group of a directive's arguments: its blank-separated words."""
+    return inline(group[0]) if len(group) == 1 else " ".join(map(inline, group))
+
+
 def _directive(d: ast.Directive) -> str:
     text = d.word
     if d.args:
-        text += " " + ", ".join(" ".join(map(inline, group)) for group in d.args)
+        text += " " + ", ".join(list(map(_words, d.args)))
     return text + ";" if d.semicolon else text
 
 
