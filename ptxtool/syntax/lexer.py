@@ -1,4 +1,4 @@
-"""The PTX lexer: one master regex compiled from the grammar's own terminals, feeding Lark's LALR parser.
+"""The PTX lexer: one master regex compiled from the grammar's own terminals, feeding the LALR driver.
 
 Lark's stock lexers try terminals one by one; a single `re.finditer` over an alternation is several times faster.
 Comments are not tokens: they are collected, with their positions, for the parser to hand to the statements that
@@ -11,7 +11,23 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lark.lexer import PatternStr, Token
+from ptxtool.syntax.tables import Terminal
+
+
+class Token(str):
+    """A token: its text, with its terminal `type` and where it starts (the fields Lark's Token has)."""
+
+    type: str
+    value: str
+    start_pos: int
+    line: int
+    column: int
+
+    def __new__(cls, type: str, value: str, start_pos: int = 0, line: int = 1, column: int = 1) -> Token:
+        token = str.__new__(cls, value)
+        token.type, token.value, token.start_pos, token.line, token.column = type, value, start_pos, line, column
+        return token
+
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 _SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
@@ -76,22 +92,20 @@ class LexSession:
 
 
 class PtxLexer:
-    """Built once from the grammar's terminal definitions (Lark's `lexer_conf`), then run per text."""
+    """Built once from the grammar's terminal definitions, then run per text."""
 
-    def __init__(self, lexer_conf) -> None:
-        ignored = set(lexer_conf.ignore)
+    def __init__(self, terminals: tuple[Terminal, ...], ignored: frozenset[str]) -> None:
         self.keywords: dict[str, str] = {}
         self.punctuation: dict[str, str] = {}
         patterns: list[tuple[int, int, str, str]] = []
-        for order, term in enumerate(lexer_conf.terminals):
-            if isinstance(term.pattern, PatternStr):
-                text = term.pattern.value
-                target = self.keywords if _WORD_SHAPED.fullmatch(text) else self.punctuation
-                target[text] = term.name
+        for order, term in enumerate(terminals):
+            if term.literal:
+                target = self.keywords if _WORD_SHAPED.fullmatch(term.pattern) else self.punctuation
+                target[term.pattern] = term.name
             elif term.name in ignored and term.name != "COMMENT":
                 continue  # whitespace: finditer steps over it
             else:
-                patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
+                patterns.append((-term.priority, order, term.name, term.pattern))
         patterns.sort()
         by_name = {name: regexp for _, _, name, regexp in patterns}
         literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"

@@ -1,4 +1,4 @@
-"""PTX text -> AST: Lark LALR over grammar/ptx.lark, nodes built during parsing (no parse tree).
+"""PTX text -> AST: LALR over grammar/ptx.lark (tables compiled by Lark), nodes built during parsing (no tree).
 
 `parse(text)` returns a `Module` or raises `ParseError` listing every error found: the parser skips a bad token
 and goes on, so one file reports all its broken lines at once.
@@ -11,15 +11,12 @@ import gc
 import threading
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import NamedTuple
 
-from lark import Lark, Token
-
-from ptxtool.syntax import ast
+from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
-from ptxtool.syntax.lexer import SECTION_LINE, LexError, LexSession, PtxLexer
+from ptxtool.syntax.lexer import SECTION_LINE, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
 
 # ---------------------------------------------------------------- errors
@@ -587,18 +584,12 @@ class _Build:
 
 
 @cache
-def grammar_text() -> str:
-    """The grammar shipped inside the package (the wheel force-includes grammar/ptx.lark there)."""
-    return resources.files("ptxtool").joinpath("grammar", "ptx.lark").read_text(encoding="utf-8")
-
-
-@cache
 def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
-    """Lark compiles the grammar into LALR tables and node builders (once per process); we run them."""
+    """The driver, lexer and node builder over the grammar's tables (loaded once per process)."""
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer="basic", maybe_placeholders=False, cache=True)
-    spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
-    return Driver(lark, build), PtxLexer(lark.lexer_conf), build, spellings
+    grammar = tables.load()
+    spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
+    return Driver(grammar, build), PtxLexer(grammar.terminals, grammar.ignore), build, spellings
 
 
 _lock = threading.Lock()  # the node builder holds per-parse state
