@@ -31,10 +31,11 @@ class Token(str):
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 _SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
-# One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0`, or a label.
+# One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
+# values), or a label (group 3).
 SECTION_LINE = re.compile(
-    rf"(?:(?P<word>\.b(?:8|16|32|64))[ \t]++(?P<values>{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
-    r"|(?P<label>[A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
+    rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
+    r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
 )
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 

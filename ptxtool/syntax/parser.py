@@ -250,6 +250,7 @@ class _Build:
         singles, names, imm = self.singles, self.names, self._imm
         statements = []
         counted = 0
+        directive, label_node = ast.Directive, ast.Label
         for m in SECTION_LINE.finditer(text):
             start = m.start()
             newlines = text.count("\n", counted, start)
@@ -257,20 +258,27 @@ class _Build:
                 line += newlines
                 line_start = text.rfind("\n", counted, start) + 1
             counted = start
-            column = start - line_start + 1
-            label = m.group("label")
+            word, values, label = m.groups()
             if label is not None:
-                statements.append(ast.Label(label, line=line, column=column, end_line=line))
+                statements.append(label_node(label, line=line, column=start - line_start + 1, end_line=line))
                 continue
-            args = []
-            for value in m.group("values").split(","):
-                value = value.strip()
-                single = singles.get(value)
+            if "," in values:
+                args = []
+                for value in values.split(","):
+                    value = value.strip()
+                    single = singles.get(value)
+                    if single is None:
+                        node = imm(value) if value[0].isdigit() else names.get(value) or self._name(value)
+                        single = singles[value] = (node,)
+                    args.append(single)
+                args = tuple(args)
+            else:  # one value, the usual line: no blanks around it to strip
+                single = singles.get(values)
                 if single is None:
-                    node = imm(value) if value[0].isdigit() else names.get(value) or self._name(value)
-                    single = singles[value] = (node,)
-                args.append(single)
-            statements.append(ast.Directive(m.group("word"), tuple(args), line=line, column=column, end_line=line))
+                    node = imm(values) if values[0].isdigit() else names.get(values) or self._name(values)
+                    single = singles[values] = (node,)
+                args = (single,)
+            statements.append(directive(word, args, line=line, column=start - line_start + 1, end_line=line))
         end = len(text) - 1
         end_line = token.line + text.count("\n")
         end_column = end - (text.rfind("\n", 0, end) + 1) + 1 + (token.column - 1 if end_line == token.line else 0)
