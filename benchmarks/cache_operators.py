@@ -35,8 +35,8 @@ MiB = 1 << 20
 
 def prepare(out: Path) -> None:
     """Write every variant of every source (verified by ptxtool optimize) and what the SASS shows for each."""
-    from ptxtool.optimize import optimize
     from ptxtool.passes.cache_operators import Policy, Settings
+    from ptxtool.services.optimize import optimize
     from ptxtool.sources import read_source
 
     out.mkdir(parents=True, exist_ok=True)
@@ -51,7 +51,7 @@ def prepare(out: Path) -> None:
                 args = dict(kwargs)
                 if args.pop("l2_evict_first", False):
                     args["l2_evict_first"] = Policy(True)
-                result = optimize(source, settings=Settings(**args))
+                result = optimize(source, settings=Settings(**args), strict=True)  # a variant is all its rewrites
                 if not result.verified:
                     sys.exit(f"{path} {variant}: verification failed: {result.problems}")
                 text, memory = result.text, {k.name: k.memory_after for k in result.kernels}

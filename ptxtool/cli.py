@@ -890,8 +890,8 @@ def _optimize_settings(options: dict):
     from dataclasses import replace
 
     from ptxtool.config import find_pyproject, tool_config
-    from ptxtool.optimize import settings_from_config
     from ptxtool.passes.cache_operators import Policy
+    from ptxtool.services.optimize import settings_from_config
 
     where = str(find_pyproject() or "pyproject.toml")
     passes, settings = settings_from_config(tool_config("optimize"), where)
@@ -910,41 +910,61 @@ def _optimize_settings(options: dict):
     return passes, settings
 
 
-def _print_optimize(console, result) -> None:
+def _print_optimize(console, result, verbose: bool) -> None:
+    """Each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped and why, the skipped
+    candidates (-v), and one line that says what was checked."""
+    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
     for r in result.reports:
         for rewrite in r.rewrites:
-            console.print(
-                f"{result.path}:{rewrite.line}: {rewrite.kernel}: {rewrite.before} -> {rewrite.after}",
-                markup=False,
-            )
+            say(f"{result.path}:{rewrite.line}: {rewrite.kernel}: {rewrite.before} -> {rewrite.after}")
             for reason in rewrite.reasons:
-                console.print(f"    {reason}", markup=False)
+                say(f"    {reason}")
     for k in result.kernels:
         if k.before is None or k.after is None or k.memory_before == k.memory_after:
             continue
         spill = lambda r: r.spill_stores + r.spill_loads  # noqa: E731
-        console.print(
+        say(
             f"{k.name}: registers {k.before.registers} -> {k.after.registers}, spill bytes {spill(k.before)} -> "
-            f"{spill(k.after)}",
-            markup=False,
+            f"{spill(k.after)}"
         )
         for variant in sorted(set(k.memory_before) | set(k.memory_after)):
             a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
             if a != b:
-                console.print(f"    {variant}: {a} -> {b}", markup=False)
+                say(f"    {variant}: {a} -> {b}")
+    for d in result.dropped:
+        say(f"{result.path}:{d.rewrite.line}: {d.rewrite.kernel}: dropped {d.rewrite.before} -> {d.rewrite.after}")
+        say(f"    {d.reason}")
+    if verbose:
+        for s in (s for r in result.reports for s in r.skipped):
+            say(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
     for warning in result.warnings:
         console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", markup=True)
     hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
     for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
-        console.print(
-            f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})", markup=False
-        )
+        say(f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})")
     for problem in result.problems:
         console.print(f"[bold red]verification failed:[/bold red] {escape(problem)}", markup=True)
-    rewrites = sum(len(r.rewrites) for r in result.reports)
-    state = "verified" if result.verified else "NOT verified: nothing written"
-    gpu = f", GPU outputs {result.gpu}" if result.gpu else ""
-    console.print(f"{result.path}: {rewrites} instruction(s) rewritten, {state}{gpu}", markup=False)
+    say(_optimize_summary(result))
+
+
+def _optimize_summary(result) -> str:
+    """`FILE: 3 rewrites kept, 1 dropped · ptxas ok · 5/5 promised SASS modifiers present · no load crossed a
+    barrier · other SASS unchanged · GPU: outputs identical, 3 trials` (or why nothing is written)."""
+    kept = sum(len(r.rewrites) for r in result.reports)
+    head = f"{result.path}: {kept} rewrite{'s' * (kept != 1)} kept"
+    head += f", {len(result.dropped)} dropped" if result.dropped else ""
+    if not result.verified:
+        return f"{head} · NOT verified: nothing written"
+    if not kept:
+        return head + " · input unchanged"
+    c = result.checks
+    parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
+    if c.removed:
+        parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")
+    parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
+    if c.gpu:
+        parts.append(f"GPU: outputs {c.gpu}, {c.trials} trial{'s' * (c.trials != 1)}")
+    return " · ".join(parts)
 
 
 def _warn_unmatched(console, result, options: dict) -> None:
@@ -967,6 +987,11 @@ def _warn_unmatched(console, result, options: dict) -> None:
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the optimized PTX here."
 )
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
+@click.option(
+    "--diff", "show_diff", is_flag=True, help="Print the unified diff of the verified rewrites; write nothing."
+)
+@click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
 @click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
 @click.option(
     "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
@@ -987,46 +1012,62 @@ def _warn_unmatched(console, result, options: dict) -> None:
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
 @_guarded
-def optimize_command(file: str, output: str | None, in_place: bool, as_json: bool, spec: str | None, **options) -> None:
-    """Add cache operators where analysis proves them safe, verified in ptxas and the SASS before anything is written.
+def optimize_command(
+    file: str,
+    output: str | None,
+    in_place: bool,
+    show_diff: bool,
+    strict: bool,
+    verbose: bool,
+    as_json: bool,
+    spec: str | None,
+    **options,
+) -> None:
+    """Add cache operators where analysis proves them safe; keep each rewrite only once ptxas and the SASS bear it out.
 
     \b
     Policies: read-only loads get .nc (pointer parameters may alias: declare them alias-free with --noalias
     KERNEL, as __restrict__ does); streaming loads .L1::no_allocate (.L2::256B when wide and sequential);
     write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings: [tool.ptxtool.optimize].
-    Verification: ptxas accepts the output, every promised SASS variant is there, nothing else changed.
-    Exit 0: verified and written (or printed); 1: verification failed, nothing written; 2: bad input; 3: no ptxas.
-
+    Verification, per rewrite: ptxas accepts the output, its SASS carries the promised modifiers, no access crossed
+    a barrier, fence or atomic, nothing else changed; a rewrite that fails is dropped and said why (--strict: the
+    file fails). The output is the input's text with the kept rewrites spliced in.
+    Exit 0: verified and written (or printed); 1: verification failed (--strict, --verify-gpu), nothing written;
+    2: bad input; 3: no ptxas.
 
     \b
     Examples:
       ptxtool optimize k.ptx -o k.opt.ptx              verified rewrites; the reasons on stderr
+      ptxtool optimize k.ptx --diff                    what would change, as a unified diff
       ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
       ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
     """
-    from ptxtool.optimize import optimize, verify_on_gpu
+    from ptxtool.services.optimize import Options, execute
 
     if output and in_place:
         raise click.UsageError("give -o or --in-place, not both")
+    if show_diff and (output or in_place or as_json):
+        raise click.UsageError("--diff writes nothing: drop -o/--in-place/--json, or --diff to write")
     if as_json and not (output or in_place):
         raise click.UsageError("--json needs -o or --in-place: without them stdout carries the PTX")
     if in_place and file == STDIN:
         raise click.UsageError("--in-place needs a file, not stdin")
     passes, settings = _optimize_settings(options)
     source = read_source(file)
-    result = optimize(source, passes, settings, options["arch"])
-    if spec and result.verified and result.changed:
-        verify_on_gpu(result, file, spec)
+    result = execute(Options(passes, settings, options["arch"], strict, spec), source)
     console = stderr_console()
     _warn_unmatched(console, result, options)
-    _print_optimize(console, result)
+    _print_optimize(console, result, verbose)
     target = file if in_place else output
-    if result.verified and target and (result.changed or target != file):
+    if show_diff:
+        if result.verified:
+            _print_diff(source.display, source.text, result.text, sys.stdout.isatty())
+    elif result.verified and target and (result.changed or target != file):
         write_atomic(target, result.text)
     if as_json:
         json.dump(result.to_data(), sys.stdout, indent=1)
         sys.stdout.write("\n")
-    elif result.verified and not target:
+    elif result.verified and not target and not show_diff:
         sys.stdout.write(result.text)
     sys.exit(result.exit_code)
 

@@ -234,7 +234,7 @@ def test_parse_json_lists_the_inputs_that_failed(tmp_path):
 
 
 def test_optimize_config_keys_may_be_spelled_like_the_flags(tmp_path, monkeypatch):
-    from ptxtool.optimize import settings_from_config
+    from ptxtool.services.optimize import settings_from_config
 
     _, settings = settings_from_config({"store-hint": "L1::no_allocate", "l2-evict-first": True}, "pyproject.toml")
     assert settings.store_hint == "L1::no_allocate" and settings.l2_evict_first.enabled

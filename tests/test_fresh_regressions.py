@@ -13,7 +13,7 @@ from conftest import CORPUS
 from ptxtool.cli import main
 from ptxtool.legality import check_module
 from ptxtool.lint import lint_file, load_settings
-from ptxtool.optimize import optimize
+from ptxtool.services.optimize import optimize
 from ptxtool.sources import read_source
 from ptxtool.syntax import parse
 

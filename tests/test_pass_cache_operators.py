@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-from ptxtool.optimize import settings_from_config
 from ptxtool.passes import run_pipeline
 from ptxtool.passes.cache_operators import Policy, Settings, access_bytes, cache_operators, with_modifier
+from ptxtool.services.optimize import settings_from_config
 from ptxtool.syntax import ast, format_module, parse
 
 DATA = Path(__file__).parent / "data" / "passes" / "cache_operators"

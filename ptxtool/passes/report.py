@@ -1,5 +1,6 @@
 """What a pass says it did: each rewritten instruction with its reason and the SASS it promises, each candidate it
-left alone and why, and warnings a user must see (the service verifies the promises against nvdisasm)."""
+left alone and why, and warnings a user must see (the service verifies the promises against nvdisasm); and, for the
+minimal output, where each edit goes in the input's text (`column`, `Insertion`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Rewrite:
-    """One instruction changed: where (kernel, input line), the mnemonic before and after, why, and the modifiers
-    every SASS memory instruction made from it must carry afterwards (`NA`, `LTC256B`, `CONSTANT`, `EF`)."""
+    """One instruction changed: where (kernel, input line and the opcode's column, 0 until the service has tied the
+    rewrite to the input's text), the mnemonic before and after, why, and the modifiers every SASS memory
+    instruction made from it must carry afterwards (`NA`, `LTC256B`, `CONSTANT`, `EF`)."""
 
     kernel: str
     line: int
@@ -18,16 +20,43 @@ class Rewrite:
     after: str
     reasons: tuple[str, ...]
     sass: tuple[str, ...] = ()
+    column: int = 0
 
     def to_data(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
             "line": self.line,
+            "column": self.column,
             "before": self.before,
             "after": self.after,
             "reasons": list(self.reasons),
             "sass": list(self.sass),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Insertion:
+    """A statement a pass added (`createpolicy`, a register declaration): its text and its anchor, the input
+    position it is spliced in before (line and column of the statement that follows it, or of a block's `}`)."""
+
+    kernel: str
+    line: int
+    column: int
+    text: str
+
+    def to_data(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "line": self.line, "column": self.column, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A rewrite the pass proposed that verification took back, and why, in words."""
+
+    rewrite: Rewrite
+    reason: str
+
+    def to_data(self) -> dict[str, Any]:
+        return self.rewrite.to_data() | {"reason": self.reason}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,25 +12,38 @@ import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
 from ptxtool.toolchain.compile import cache_dir
 from ptxtool.toolchain.discover import find_tool, run_tool
 
-# instruction classes by mnemonic (the opcode before its first dot)
-GLOBAL_MEMORY = frozenset(
-    {"LDG", "STG", "ATOMG", "RED", "REDG", "LDGSTS", "UBLKCP", "UBLKRED", "UTMALDG", "UTMASTG", "UTMAREDG", "UTMAPF"}
-)
-LOCAL_MEMORY = frozenset({"LDL", "STL"})
-BARRIERS = frozenset({"BAR", "BARRIER", "SYNCS", "UCGABAR_ARV", "UCGABAR_WAIT", "MEMBAR", "ERRBAR", "CGAERRBAR"})
-TENSOR_CORE = frozenset(
-    {
-        "HMMA", "IMMA", "DMMA", "BMMA", "QMMA", "OMMA",
-        "HGMMA", "IGMMA", "QGMMA", "BGMMA",
-        "UTCHMMA", "UTCIMMA", "UTCQMMA", "UTCOMMA", "UTCMMA",
-    }
-)  # fmt: skip
+# The one table of SASS opcode classes, by mnemonic (the opcode before its first dot); a mnemonic may be in several.
+# "ordering": what a memory access must not be moved across (barriers, fences, atomics, waits, async copies, calls
+# whose callee may do any of these); "control": what shapes the control flow. Statistics, the optimize checks and
+# the order analysis below all read this table.
+CLASSES: dict[str, frozenset[str]] = {
+    name: frozenset(members.split())
+    for name, members in {
+        "global": "LDG STG ATOMG RED REDG LDGSTS LDGMC UBLKCP UBLKRED UBLKPF UTMALDG UTMASTG UTMAREDG UTMAPF",
+        "local": "LDL STL",
+        "shared": "LDS STS LDSM STSM ATOMS LDGSTS",
+        "generic": "LD ST ATOM ATOMC",
+        "texture": "TEX TLD TLD4 TMML TXD TXQ SULD SUST SUATOM SURED",
+        "barrier": "BAR BARRIER SYNCS UCGABAR_ARV UCGABAR_WAIT MEMBAR ERRBAR CGAERRBAR",
+        "ordering": "BAR BARRIER SYNCS UCGABAR_ARV UCGABAR_WAIT MEMBAR ERRBAR CGAERRBAR FENCE CCTL CCTLL CCTLT "
+        "ATOM ATOMG ATOMS ATOMC RED REDG REDAS SUATOM SURED ACQBULK ACQSHMINIT DEPBAR LDGDEPBAR ARRIVES WARPSYNC "
+        "UTMALDG UTMASTG UTMAREDG UTMAPF UTMACCTL UTMACMDFLUSH UBLKCP UBLKRED UBLKPF CALL",
+        "control": "BRA BRX BRXU JMP JMX JMXU CALL RET EXIT KILL BSSY BSYNC BREAK BPT",
+        "tensor": "HMMA IMMA DMMA BMMA QMMA OMMA HGMMA IGMMA QGMMA BGMMA UTCHMMA UTCIMMA UTCQMMA UTCOMMA UTCMMA",
+    }.items()
+}
+MEMORY = CLASSES["global"] | CLASSES["local"] | CLASSES["shared"] | CLASSES["generic"] | CLASSES["texture"]
+GLOBAL_MEMORY, LOCAL_MEMORY = CLASSES["global"], CLASSES["local"]
+BARRIERS, TENSOR_CORE = CLASSES["barrier"], CLASSES["tensor"]
+# A memory access with one of these modifiers is itself ordered (volatile, relaxed/acquire/release, MMIO).
+STRONG = frozenset(("STRONG", "MMIO", "VOLATILE"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,3 +231,194 @@ def live_by_line(counts: list[LiveCount]) -> dict[int, int]:
         if c.ptx_line:
             out[c.ptx_line] = max(out.get(c.ptx_line, 0), c.gpr)
     return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------- control flow and order over a listing
+
+
+@dataclass(frozen=True, slots=True)
+class SassOp:
+    """One instruction of a `-gp` listing: guard (`@!P0`), full opcode, operands and the PTX line it came from."""
+
+    opcode: str
+    operands: str = ""
+    predicate: str = ""
+    ptx_line: int = 0
+
+    @property
+    def mnemonic(self) -> str:
+        return self.opcode.split(".", 1)[0]
+
+    @property
+    def modifiers(self) -> tuple[str, ...]:
+        return tuple(self.opcode.split(".")[1:])
+
+    @property
+    def is_memory(self) -> bool:
+        return self.mnemonic in MEMORY
+
+    @property
+    def is_ordering(self) -> bool:
+        """A barrier, fence, atomic, wait or call; or an access that is itself ordered (`LDG.E.STRONG.GPU`)."""
+        return self.mnemonic in CLASSES["ordering"] or (self.is_memory and not STRONG.isdisjoint(self.modifiers))
+
+    @property
+    def counted(self) -> str | None:
+        """The key this instruction counts under when two builds are compared: memory by full opcode, ordering and
+        control flow by mnemonic; None for the rest (arithmetic, moves, descriptor loads, NOPs)."""
+        if self.is_memory:
+            return self.opcode
+        if self.mnemonic in CLASSES["ordering"] or self.mnemonic in CLASSES["control"]:
+            return self.mnemonic
+        return None
+
+
+def parse_op(text: str, ptx_line: int = 0) -> SassOp:
+    """`@!P0 BRA `(.L_x_3)` -> SassOp('BRA', '`(.L_x_3)', '@!P0')."""
+    words = text.split(None, 2 if text.startswith("@") else 1)
+    predicate = words.pop(0) if text.startswith("@") else ""
+    return SassOp(words[0], words[1] if len(words) > 1 else "", predicate, ptx_line)
+
+
+_TARGET = re.compile(r"`\((\.L_\w+)\)")
+_BRANCHES = frozenset(("BRA", "JMP"))
+_INDIRECT = frozenset(("BRX", "BRXU", "JMX", "JMXU"))
+_ENDS = frozenset(("EXIT", "RET", "KILL"))
+
+# An ordering instruction's identity across two builds of the same PTX: (PTX line, mnemonic, n-th such instruction).
+OrderKey = tuple[int, str, int]
+
+
+@dataclass
+class SassCode:
+    """One function's SASS as basic blocks. A block ends at a label or after a branch, exit or return; `reach[b]`
+    is the bit set of blocks reachable from b by one edge or more (b itself only through a cycle)."""
+
+    ops: list[SassOp]
+    block_of: list[int]
+    reach: list[int]
+    keys: dict[int, OrderKey]  # op index -> identity, for ordering instructions
+    _across: dict[int, tuple] = field(default_factory=dict, repr=False)  # per block: `around`'s parts, once
+
+    @classmethod
+    def of(cls, lines: list[ListingLine]) -> SassCode:
+        ops: list[SassOp] = []
+        labels: dict[str, int] = {}
+        for entry in lines:
+            if entry.text.endswith(":"):
+                labels[entry.text[:-1]] = len(ops)
+            else:
+                ops.append(parse_op(entry.text, entry.ptx_line))
+        leaders = {0, *labels.values()}
+        leaders |= {i + 1 for i, op in enumerate(ops) if op.mnemonic in _BRANCHES | _INDIRECT | _ENDS}
+        starts = sorted(s for s in leaders if s < len(ops))
+        block_of = [0] * len(ops)
+        for b, start in enumerate(starts):
+            for i in range(start, starts[b + 1] if b + 1 < len(starts) else len(ops)):
+                block_of[i] = b
+        edges = [0] * len(starts)
+        for b in range(len(starts)):
+            last = ops[(starts[b + 1] if b + 1 < len(starts) else len(ops)) - 1]
+            never = last.predicate == "@!PT"
+            always = not last.predicate or last.predicate == "@PT"
+            if never or last.mnemonic not in _BRANCHES | _INDIRECT | _ENDS or not always:
+                edges[b] |= 1 << (b + 1) if b + 1 < len(starts) else 0  # falls through
+            if never:
+                continue
+            if last.mnemonic in _BRANCHES and (target := _TARGET.search(last.operands)) and target.group(1) in labels:
+                edges[b] |= 1 << block_of[labels[target.group(1)]] if labels[target.group(1)] < len(ops) else 0
+            elif last.mnemonic in _BRANCHES | _INDIRECT:  # a target we cannot read: any label
+                for at in labels.values():
+                    edges[b] |= 1 << block_of[at] if at < len(ops) else 0
+        seen: Counter[tuple[int, str]] = Counter()
+        keys = {}
+        for i, op in enumerate(ops):
+            if op.is_ordering:
+                keys[i] = (op.ptx_line, op.mnemonic, seen[op.ptx_line, op.mnemonic])
+                seen[op.ptx_line, op.mnemonic] += 1
+        return cls(ops, block_of, _closure(edges), keys)
+
+    @cached_property
+    def memory_by_line(self) -> dict[int, list[int]]:
+        """The indices of the memory instructions made from each PTX line."""
+        out: dict[int, list[int]] = {}
+        for i, op in enumerate(self.ops):
+            if op.is_memory:
+                out.setdefault(op.ptx_line, []).append(i)
+        return out
+
+    @cached_property
+    def ordering(self) -> dict[OrderKey, str]:
+        """Each ordering instruction's identity and full opcode."""
+        return {key: self.ops[i].opcode for i, key in self.keys.items()}
+
+    def around(self, index: int) -> tuple[frozenset[OrderKey], frozenset[OrderKey]]:
+        """The ordering instructions on some path into `index` and on some path out of it: earlier (later) in its
+        block, or in a block that reaches its block (that its block reaches)."""
+        block = self.block_of[index]
+        if block not in self._across:
+            inside = [(i, key) for i, key in self.keys.items() if self.block_of[i] == block]
+            into = {k for i, k in self.keys.items() if self.reach[self.block_of[i]] >> block & 1}
+            out = {k for i, k in self.keys.items() if self.reach[block] >> self.block_of[i] & 1}
+            self._across[block] = (inside, frozenset(into), frozenset(out))
+        inside, into, out = self._across[block]
+        return into | {k for i, k in inside if i < index}, out | {k for i, k in inside if i > index}
+
+
+def _closure(edges: list[int]) -> list[int]:
+    """Transitive closure of a successor bit-set graph (one edge or more)."""
+    reach = list(edges)
+    changed = True
+    while changed:
+        changed = False
+        for b, bits in enumerate(reach):
+            grown, rest = bits, bits
+            while rest:
+                low = rest & -rest
+                grown |= reach[low.bit_length() - 1]
+                rest ^= low
+            if grown != bits:
+                reach[b], changed = grown, True
+    return reach
+
+
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """A memory instruction of a PTX line that, in the second build, moved above (or below) an ordering
+    instruction it stayed below (above) in the first."""
+
+    ptx_line: int
+    opcode: str
+    ordering: str
+    ordering_line: int
+    above: bool
+
+    def __str__(self) -> str:
+        way = "above" if self.above else "below"
+        return f"ptxas moved {self.opcode} {way} {self.ordering} (PTX line {self.ordering_line})"
+
+
+def crossings(first: SassCode, second: SassCode, ptx_line: int) -> list[Crossing]:
+    """How the memory instructions made from `ptx_line` crossed ordering instructions between two builds.
+
+    An ordering instruction X (identified by its PTX line, mnemonic and occurrence) counts as before a memory
+    instruction M when some path reaches M from X (see `SassCode.around`). Every M of the second build must keep
+    before it each X that was before every M of the first build, and after it each X that was after every M of the
+    first; X that only one build has are not compared. Where there is no M on either side (ptxas removed the
+    access) nothing can cross.
+    """
+    old, new = first.memory_by_line.get(ptx_line, []), second.memory_by_line.get(ptx_line, [])
+    if not old or not new:
+        return []
+    common = first.ordering.keys() & second.ordering.keys()
+    sides = [first.around(i) for i in old]
+    must_before = frozenset.intersection(*(b for b, _ in sides)) & common
+    must_after = frozenset.intersection(*(a for _, a in sides)) & common
+    names = second.ordering
+    found = []
+    for i in new:
+        before, after = second.around(i)
+        op = second.ops[i]
+        found += [Crossing(ptx_line, op.opcode, names[k], k[0], True) for k in sorted(must_before - before)]
+        found += [Crossing(ptx_line, op.opcode, names[k], k[0], False) for k in sorted(must_after - after)]
+    return found

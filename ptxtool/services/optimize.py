@@ -1,0 +1,703 @@
+"""`ptxtool optimize`: parse -> passes -> verify each rewrite with ptxas and the SASS -> splice the kept ones into
+the input's own text (byte for byte elsewhere; the spliced text is parsed again and must be the verified module).
+
+Verification is per rewrite (all rewrites of one input line are one unit). The input and the output made of the
+units still kept are assembled as written and with `-lineinfo` (after dropping `.loc`/`.file`, so that nvdisasm
+ties each SASS instruction to a PTX line, mapped back to the input's line; both builds must have the same SASS)
+and compared:
+- promise: every SASS memory instruction made from a rewritten line carries the modifiers the pass promised (on
+  sm_80 `.L2::256B` shows as `.LTC128B` or `.LTC256B`: either keeps it); a line whose access ptxas removed has
+  nothing to check;
+- order: no memory instruction made from a rewritten line crosses an ordering instruction (barrier, fence,
+  atomic, wait, call) that it did not cross in the input's SASS (`toolchain.sass.crossings` says exactly how);
+- nothing else: per function, the memory (by full opcode), ordering and control-flow instructions of the lines
+  not rewritten keep their counts (less the branch of an access ptxas if-converted).
+A unit that fails is dropped and the rest verified again, until what is left holds (`strict`: any failure fails
+the file, and nothing is written). docs/optimize.md states the rules; services never print, exit or read config.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError
+from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
+from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
+from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
+from ptxtool.passes.report import Dropped, Insertion, Rewrite
+from ptxtool.sources import Source, parse_source
+from ptxtool.syntax import ParseError, ast, format_module, parse
+from ptxtool.syntax.printer import LINE, inline
+from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
+from ptxtool.toolchain.resources import FunctionResources
+from ptxtool.toolchain.sass import GLOBAL_MEMORY, SassCode, crossings, disassemble, listing
+
+SCHEMA = "ptxtool.optimize/1"
+_LINE_DIRECTIVES = frozenset((".loc", ".file"))
+# Spellings of one promise: ptxas shows `.L2::256B` as a 128- or a 256-byte L2 prefetch depending on the target.
+_SAME_PROMISE = {"LTC128B": "LTC", "LTC256B": "LTC"}
+# What a branch around one access amounts to in SASS: ptxas may replace it with a predicated access (if-conversion).
+_IF_CONVERSION = frozenset(("BRA", "BSSY", "BSYNC"))
+Failures = dict[tuple[str, int], str]  # a unit (kernel, input line) -> why it fails, in words
+
+
+@dataclass(frozen=True)
+class Options:
+    """What `optimize` runs: the pipeline and its settings, the target (None: the file's), all-or-nothing, and a
+    launch spec to compare original and optimized on the GPU with (None: no GPU run)."""
+
+    passes: tuple[str, ...] = DEFAULT_PIPELINE
+    settings: Settings = field(default_factory=Settings)
+    arch: str | None = None
+    strict: bool = False
+    spec: str | None = None
+
+
+@dataclass
+class KernelChange:
+    """One kernel before -> after: ptxas's registers and spills, SASS global-memory variants with counts."""
+
+    name: str
+    before: FunctionResources | None
+    after: FunctionResources | None
+    memory_before: dict[str, int]
+    memory_after: dict[str, int]
+
+    def to_data(self) -> dict[str, Any]:
+        def res(r: FunctionResources | None) -> dict[str, Any] | None:
+            return None if r is None else {"registers": r.registers, "spill_bytes": r.spill_stores + r.spill_loads}
+
+        return {
+            "kernel": self.name,
+            "before": res(self.before) | {"memory": self.memory_before} if self.before else None,
+            "after": res(self.after) | {"memory": self.memory_after} if self.after else None,
+        }
+
+
+@dataclass
+class Checks:
+    """What verification looked at in what is written: promised SASS modifiers (present / promised), rewritten
+    lines whose access ptxas removed, and the GPU comparison (verdict and trials) when one ran."""
+
+    promised: int = 0
+    present: int = 0
+    removed: int = 0
+    gpu: str | None = None
+    trials: int = 0
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "promised_modifiers": self.promised,
+            "present_modifiers": self.present,
+            "removed_by_ptxas": self.removed,
+            "gpu": self.gpu,
+            "gpu_trials": self.trials,
+        }
+
+
+@dataclass
+class OptimizeResult:
+    """The text to write (the input with the kept rewrites spliced in), what each pass did (its kept rewrites),
+    what verification dropped and why, per-kernel before/after, and why the file failed (strict, GPU)."""
+
+    path: str
+    arch: str
+    text: str
+    reports: list[PassReport]
+    kernels: list[KernelChange] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+    insertions: list[Insertion] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    checks: Checks = field(default_factory=Checks)
+
+    @property
+    def changed(self) -> bool:
+        return any(r.changed for r in self.reports)
+
+    @property
+    def verified(self) -> bool:
+        return not self.problems
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.verified else EXIT_FOUND
+
+    @property
+    def gpu(self) -> str | None:
+        return self.checks.gpu
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for r in self.reports for w in r.warnings]
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "file": self.path,
+            "arch": self.arch,
+            "changed": self.changed,
+            "verified": self.verified,
+            "problems": self.problems,
+            "gpu": self.gpu,
+            "checks": self.checks.to_data(),
+            "passes": [r.to_data() for r in self.reports],
+            "dropped": [d.to_data() for d in self.dropped],
+            "inserted": [i.to_data() for i in self.insertions],
+            "kernels": [k.to_data() for k in self.kernels],
+        }
+
+
+# ---------------------------------------------------------------- settings
+
+
+def settings_from_config(table: dict[str, Any], where: str) -> tuple[tuple[str, ...], Settings]:
+    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]`; InputError on unknown keys.
+    `store-hint` is `store_hint`: keys are spelled like the flags and the other tables too."""
+    table = {key.replace("-", "_"): value for key, value in table.items()}
+    known = {"passes", "noalias", "store_hint", "include", "exclude", *POLICIES}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise InputError.at(where, f"[tool.ptxtool.optimize]: unknown key {unknown[0]!r} (known: {sorted(known)})")
+    passes = tuple(_strings(table, "passes", where) or DEFAULT_PIPELINE)
+    check_passes(passes, where)
+    include, exclude = _strings(table, "include", where), _strings(table, "exclude", where)
+    defaults = Settings()
+    policies = {name: _policy(table.get(name), getattr(defaults, name), include, exclude, where) for name in POLICIES}
+    hint = table.get("store_hint", defaults.store_hint)
+    if hint not in STORE_HINTS:
+        raise InputError.at(where, f"[tool.ptxtool.optimize]: store_hint must be one of {list(STORE_HINTS)}")
+    return passes, Settings(**policies, noalias=tuple(_strings(table, "noalias", where)), store_hint=hint)
+
+
+def _strings(table: dict[str, Any], key: str, where: str) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError.at(where, f"[tool.ptxtool.optimize]: {key} must be a list of strings")
+    return value
+
+
+def _policy(value: Any, default: Policy, include: list[str], exclude: list[str], where: str) -> Policy:
+    """A policy from `true`/`false` or `{enabled = true, include = [...], exclude = [...]}`."""
+    if value is None or isinstance(value, bool):
+        enabled = default.enabled if value is None else value
+        return Policy(enabled, tuple(include), tuple(exclude))
+    if isinstance(value, dict) and set(value) <= {"enabled", "include", "exclude"}:
+        return Policy(
+            bool(value.get("enabled", True)),
+            tuple(_strings(value, "include", where) or include),
+            tuple(_strings(value, "exclude", where) + exclude),
+        )
+    raise InputError.at(where, "[tool.ptxtool.optimize]: a policy is true/false or {enabled, include, exclude}")
+
+
+def check_passes(names: tuple[str, ...], where: str) -> None:
+    for name in names:
+        if name not in PASSES:
+            raise InputError.at(where, f"unknown pass {name!r} (known: {', '.join(PASSES)})")
+
+
+# ---------------------------------------------------------------- the service
+
+
+def execute(options: Options, source: Source) -> OptimizeResult:
+    """Run the passes over one already-read source, keep the rewrites the SASS bears out, splice them into the
+    source's text. Raises InputError when the input does not parse or ptxas rejects it."""
+    module = parse_source(source)
+    path = source.display
+    arch = target_arch(module.targets, path, options.arch)
+    check_passes(options.passes, path)
+    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: options.settings})
+    edits, added = _edits(module, optimized)
+    units = _units(edits, reports)
+    before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad
+    free = {kernel: r.sass_may_change for r in reports for kernel in r.inserted}
+    kept, dropped, problems, after = _keep_verified(source, module, units, added, free, before, arch, options.strict)
+    keys = {u.key for u in kept}
+    kept_reports = [
+        replace(r, rewrites=[w for u in units if u.key in keys for w in u.rewrites if w in r.rewrites]) for r in reports
+    ]
+    result = OptimizeResult(path, arch, after.text, kept_reports, dropped=dropped, problems=problems)
+    result.insertions = [_insertion(a) for a in _needed(added, [e for u in kept for e in u.edits])]
+    result.kernels = [
+        KernelChange(
+            k.name,
+            before.compiled.functions.get(k.name),
+            after.compiled.functions.get(k.name),
+            _global_memory(before.sass.get(k.name)),
+            _global_memory(after.sass.get(k.name)),
+        )
+        for k in module.kernels
+    ]
+    result.checks = _count_checks(kept, after.sass)
+    if options.spec and kept and not problems:
+        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
+    return result
+
+
+@dataclass(frozen=True)
+class _Build:
+    """A text, its cubin as ptxas made it, and the SASS of its `-lineinfo` build with input lines."""
+
+    text: str
+    compiled: Compiled
+    sass: dict[str, SassCode]
+
+
+def _keep_verified(
+    source: Source,
+    module: ast.Module,
+    units: list[_Unit],
+    added: list[_Added],
+    free: dict[str, frozenset[str]],
+    before: _Build,
+    arch: str,
+    strict: bool,
+) -> tuple[list[_Unit], list[Dropped], list[str], _Build]:
+    """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
+    kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
+    path = source.display
+    kept, dropped = list(units), []
+    while kept:
+        chosen = [e for u in kept for e in u.edits]
+        extra = _needed(added, chosen)
+        text = _splice(source.text, chosen, extra)
+        kept_module = _apply(module, chosen, extra)
+        origin = _check_splice(text, kept_module)
+        try:
+            compiled = compile_ptx(text, path, arch)
+        except InputError as error:
+            failures = _rejected(error, origin, kept)
+            after = _Build(text, before.compiled, before.sass)
+        else:
+            after = _Build(text, compiled, _sass(kept_module, arch, path))
+            failures = _verify(kept, before.sass, after.sass, {k: v for k, v in free.items() if _uses(extra, k)})
+            failures |= _unlike(kept, [before, after], failures)
+            if not failures:
+                return kept, dropped, [], after
+        if strict:
+            return (
+                kept,
+                [],
+                [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
+                after,
+            )
+        dropped += [Dropped(r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
+        kept = [u for u in kept if u.key not in failures]
+    return kept, dropped, [], before
+
+
+def optimize(
+    source: Source,
+    passes: tuple[str, ...] = DEFAULT_PIPELINE,
+    settings: Settings | None = None,
+    arch: str | None = None,
+    *,
+    strict: bool = False,
+) -> OptimizeResult:
+    """`execute` with its options spelled out (library callers and tests)."""
+    return execute(Options(passes, settings or Settings(), arch, strict), source)
+
+
+# ---------------------------------------------------------------- what the passes changed, by position
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """An input instruction a pass replaced."""
+
+    kernel: str
+    old: ast.Instruction
+    new: ast.Instruction
+
+
+@dataclass(frozen=True)
+class _Added:
+    """A statement a pass inserted before `anchor` (an input statement), or at the end of `block` (anchor None)."""
+
+    kernel: str
+    statement: ast.Statement
+    anchor: ast.Statement | None
+    block: ast.Block
+
+
+@dataclass
+class _Unit:
+    """What verification keeps or drops as one: every edit of one input line, with the pass's rewrites of it."""
+
+    kernel: str
+    line: int
+    edits: list[_Edit]
+    rewrites: list[Rewrite]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.kernel, self.line
+
+    @property
+    def promised(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(m for r in self.rewrites for m in r.sass))
+
+
+def _edits(module: ast.Module, optimized: ast.Module) -> tuple[list[_Edit], list[_Added]]:
+    """The instructions the passes replaced and the statements they inserted, found by walking both trees: a pass
+    keeps every input statement in place (same node, or one at the same position) and gives new ones line 0."""
+    edits: list[_Edit] = []
+    added: list[_Added] = []
+    if len(module.items) != len(optimized.items):
+        raise RuntimeError("a pass added or removed a module-level item: the output cannot be spliced")
+    for old, new in zip(module.items, optimized.items, strict=True):
+        if old is new:
+            continue
+        same_header = isinstance(old, ast.Function) and isinstance(new, ast.Function) and old.body and new.body
+        if not same_header or replace(old, body=None) != replace(new, body=None):
+            raise RuntimeError(f"a pass changed a module-level item at line {old.line}: cannot be spliced")
+        _diff_block(old.name, old.body, new.body, edits, added)
+    return edits, added
+
+
+def _diff_block(kernel: str, old: ast.Block, new: ast.Block, edits: list[_Edit], added: list[_Added]) -> None:
+    olds = old.statements
+    at = 0
+    pending: list[ast.Statement] = []
+    for s in new.statements:
+        o = olds[at] if at < len(olds) else None
+        if o is not None and (s is o or (type(s) is type(o) and (s.line, s.column) == (o.line, o.column))):
+            at += 1
+            added += [_Added(kernel, p, o, old) for p in pending]
+            pending = []
+            if isinstance(o, ast.Block) and isinstance(s, ast.Block):
+                _diff_block(kernel, o, s, edits, added)
+            elif isinstance(o, ast.Instruction) and isinstance(s, ast.Instruction) and s != o:
+                edits.append(_Edit(kernel, o, s))
+            elif s is not o and s != o:
+                raise RuntimeError(f"a pass changed the statement at line {o.line}: only instructions can be spliced")
+        elif s.line == 0:
+            pending.append(s)
+        else:
+            raise RuntimeError(f"a pass moved or removed the statement at line {s.line}: cannot be spliced")
+    if at != len(olds):
+        raise RuntimeError(f"a pass removed the statement at line {olds[at].line}: cannot be spliced")
+    added += [_Added(kernel, p, None, old) for p in pending]
+
+
+def _units(edits: list[_Edit], reports: list[PassReport]) -> list[_Unit]:
+    """Edits grouped by input line, each with the rewrites its pass reported (the opcode's column filled in)."""
+    units: dict[tuple[str, int], _Unit] = {}
+    for e in edits:
+        units.setdefault((e.kernel, e.old.line), _Unit(e.kernel, e.old.line, [], [])).edits.append(e)
+    for report in reports:
+        for n, r in enumerate(report.rewrites):
+            unit = units.get((r.kernel, r.line))
+            if unit is not None:
+                report.rewrites[n] = replace(r, column=unit.edits[0].old.column)
+                unit.rewrites.append(report.rewrites[n])
+    for unit in units.values():
+        if not unit.rewrites:  # a pass that did not report an edit: still verified and listed
+            unit.rewrites = [
+                Rewrite(unit.kernel, unit.line, e.old.mnemonic, e.new.mnemonic, (), (), e.old.column)
+                for e in unit.edits
+            ]
+    return list(units.values())
+
+
+def _needed(added: list[_Added], chosen: list[_Edit]) -> list[_Added]:
+    """A kernel's inserted statements stay while a kept edit of that kernel uses a new operand (the policy)."""
+    using = {e.kernel for e in chosen if e.new.operands != e.old.operands}
+    return [a for a in added if a.kernel in using]
+
+
+def _uses(added: list[_Added], kernel: str) -> bool:
+    return any(a.kernel == kernel for a in added)
+
+
+def _apply(module: ast.Module, chosen: list[_Edit], extra: list[_Added]) -> ast.Module:
+    """The input tree with only the chosen edits and insertions."""
+    new_of = {id(e.old): e.new for e in chosen}
+    before: dict[int, list[ast.Statement]] = defaultdict(list)
+    for a in extra:
+        before[id(a.anchor if a.anchor is not None else a.block)].append(a.statement)
+
+    def block(b: ast.Block) -> ast.Block:
+        statements: list[ast.Statement] = []
+        for s in b.statements:
+            statements += before.get(id(s), [])
+            statements.append(block(s) if isinstance(s, ast.Block) else new_of.get(id(s), s))
+        return replace(b, statements=(*statements, *before.get(id(b), [])))
+
+    touched = {e.kernel for e in chosen} | {a.kernel for a in extra}
+    items = tuple(
+        replace(i, body=block(i.body)) if isinstance(i, ast.Function) and i.body and i.name in touched else i
+        for i in module.items
+    )
+    return replace(module, items=items)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    at = text.find("\n")
+    while at >= 0:
+        starts.append(at + 1)
+        at = text.find("\n", at + 1)
+    return starts
+
+
+def _semicolon(text: str, at: int) -> int:
+    """The offset of the `;` that ends the statement starting at `at` (comments and strings skipped)."""
+    while at < len(text):
+        c = text[at]
+        if text.startswith("//", at):
+            at = text.find("\n", at)
+        elif text.startswith("/*", at):
+            at = text.find("*/", at) + 1
+        elif c == '"':
+            at = text.find('"', at + 1)
+        elif c == ";":
+            return at
+        if at < 0:
+            break
+        at += 1
+    raise RuntimeError("an instruction without its `;`: the output cannot be spliced")
+
+
+def _splice(text: str, chosen: list[_Edit], extra: list[_Added]) -> str:
+    """The input text with each chosen edit's opcode (and any operands it appends) replaced in place and each
+    insertion put on lines of its own before its anchor; every other byte as it was."""
+    starts = _line_starts(text)
+    pieces: list[tuple[int, int, str]] = []
+    for e in chosen:
+        at = starts[e.old.line - 1] + e.old.column - 1
+        n = len(e.old.operands)
+        if (
+            not text.startswith(e.old.mnemonic, at)
+            or e.new.guard != e.old.guard
+            or e.new.operands[:n] != e.old.operands
+        ):
+            raise RuntimeError(f"line {e.old.line}: the edit is not an opcode change: the output cannot be spliced")
+        pieces.append((at, at + len(e.old.mnemonic), e.new.mnemonic))
+        if appended := e.new.operands[n:]:
+            stop = _semicolon(text, at)
+            while text[stop - 1].isspace():
+                stop -= 1
+            separator = ", " if n else " "
+            pieces.append((stop, stop, separator + ", ".join(map(inline, appended))))
+    for a in extra:
+        anchor = a.anchor if a.anchor is not None else a.block
+        line, column = (anchor.line, anchor.column) if a.anchor is not None else (a.block.end_line, a.block.end_column)
+        start = starts[line - 1]
+        prefix = text[start : start + column - 1]
+        if isinstance(anchor, ast.Instruction) and anchor.guard is not None:  # the statement starts at its guard
+            prefix = prefix[: prefix.rfind("@")]
+        statement = LINE[type(a.statement)](a.statement)
+        if prefix.strip():  # something else before it on its line: insert in the line
+            pieces.append((start + len(prefix), start + len(prefix), statement + " "))
+        else:  # a line of its own, indented like the anchor, with the file's own line ending
+            end = text.find("\n", start)
+            newline = "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
+            indent = prefix + ("\t" if a.anchor is None else "")
+            pieces.append((start, start, indent + statement + newline))
+    out, done = [], 0
+    for start, end, replacement in sorted(pieces, key=lambda p: p[0]):
+        out += [text[done:start], replacement]
+        done = end
+    return "".join([*out, text[done:]])
+
+
+def _shape(module: ast.Module) -> list[str]:
+    """Every instruction and declaration as printed, comments and layout aside."""
+    return [LINE[type(n)](n) for n in ast.walk(module) if type(n) in (ast.Instruction, ast.Declaration)]
+
+
+def _check_splice(text: str, module: ast.Module) -> dict[int, int]:
+    """The spliced text must be the tree that is verified (a splicing bug is a bug, never a silent difference);
+    then each of its instruction lines -> the input line the instruction came from (0: inserted)."""
+    try:
+        spliced = parse(text)
+        same = _shape(spliced) == _shape(module)
+    except ParseError:
+        same = False
+    if not same:
+        raise RuntimeError("the spliced output is not the verified module (a splicing bug)")
+    return {theirs.line: ours.line for theirs, ours in zip(_instructions(spliced), _instructions(module), strict=True)}
+
+
+def _instructions(module: ast.Module) -> Iterator[ast.Instruction]:
+    return (n for n in ast.walk(module) if type(n) is ast.Instruction)
+
+
+def _insertion(a: _Added) -> Insertion:
+    anchor = a.anchor if a.anchor is not None else a.block
+    column = anchor.column if a.anchor is not None else a.block.end_column
+    line = anchor.line if a.anchor is not None else a.block.end_line
+    return Insertion(a.kernel, line, column, LINE[type(a.statement)](a.statement))
+
+
+# ---------------------------------------------------------------- verification against the SASS
+
+
+def _without_line_info(module: ast.Module) -> ast.Module:
+    """The module without `.loc`/`.file`, so that `-lineinfo` ties SASS to the printed PTX's own lines."""
+
+    def strip(block: ast.Block) -> ast.Block:
+        kept = tuple(
+            strip(s) if isinstance(s, ast.Block) else s
+            for s in block.statements
+            if not (isinstance(s, ast.Directive) and s.word in _LINE_DIRECTIVES)
+        )
+        return replace(block, statements=kept)
+
+    items = tuple(
+        replace(i, body=strip(i.body)) if isinstance(i, ast.Function) and i.body else i
+        for i in module.items
+        if not (isinstance(i, ast.Directive) and i.word in _LINE_DIRECTIVES)
+    )
+    return replace(module, items=items)
+
+
+def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
+    """Per function, its SASS with each instruction's input line (0: an instruction a pass inserted, -1: none)."""
+    text = format_module(_without_line_info(module))
+    printed = parse(text)
+    line_of: dict[int, int] = {}
+    for mine, theirs in zip(module.functions, printed.functions, strict=True):
+        if mine.body is not None and theirs.body is not None:
+            for a, b in zip(ast.instructions(mine.body), ast.instructions(theirs.body), strict=True):
+                line_of[b.line] = a.line
+    cubin = compile_ptx(text, path, arch, lineinfo=True).cubin
+    return {
+        name: SassCode.of([replace(e, ptx_line=line_of.get(e.ptx_line, -1)) for e in lines])
+        for name, lines in listing(cubin, with_ptx_lines=True).items()
+    }
+
+
+def _shown(modifier: str, opcode_modifiers: tuple[str, ...]) -> bool:
+    return _SAME_PROMISE.get(modifier, modifier) in {_SAME_PROMISE.get(m, m) for m in opcode_modifiers}
+
+
+def _verify(
+    kept: list[_Unit], first: dict[str, SassCode], second: dict[str, SassCode], free: dict[str, frozenset[str]]
+) -> Failures:
+    """Why each failing unit fails, in words: a broken promise, a crossing, or (for every unit of its function)
+    SASS outside the rewritten lines that changed. In a function where a pass inserted statements, what those
+    assemble to (line 0) and the mnemonics the pass names (`sass_may_change`) are not counted."""
+    failures: Failures = {}
+    empty = SassCode.of([])
+    for name in sorted(set(first) | set(second)):
+        units = [u for u in kept if u.kernel == name]
+        lines = {u.line for u in units}
+        loose = free.get(name)
+        a, b = first.get(name, empty), second.get(name, empty)
+        counts = [
+            Counter(
+                op.counted
+                for op in code.ops
+                if op.counted
+                and op.ptx_line not in lines
+                and not (loose is not None and (op.ptx_line == 0 or op.mnemonic in loose))
+            )
+            for code in (a, b)
+        ]
+        if not _same_counts(counts[0], counts[1], _if_converted(a, b, lines)):
+            reason = f"{name}: SASS of lines not rewritten changed ({_changes(counts[0], counts[1])})"
+            for u in units or kept:
+                failures.setdefault(u.key, reason)
+        for u in units:
+            made = [b.ops[i] for i in b.memory_by_line.get(u.line, [])]
+            missing = [op.opcode for op in made if not all(_shown(m, op.modifiers) for m in u.promised)]
+            if missing:
+                failures.setdefault(
+                    u.key, f"promised SASS .{'.'.join(u.promised)} but ptxas made {', '.join(sorted(set(missing)))}"
+                )
+            if made and u.line not in a.memory_by_line:
+                opcodes = ", ".join(sorted({op.opcode for op in made}))
+                failures.setdefault(u.key, f"ptxas made {opcodes} for it where the input has no access: order unknown")
+            if crossed := list(dict.fromkeys(map(str, crossings(a, b, u.line)))):
+                more = f" (and {len(crossed) - 1} more)" if len(crossed) > 1 else ""
+                failures.setdefault(u.key, crossed[0] + more)
+    return failures
+
+
+def _unlike(kept: list[_Unit], builds: list[_Build], failures: Failures) -> Failures:
+    """The checks read `-lineinfo` builds of the printed module; they hold for what is written only if its own
+    SASS (and the input's) has the same opcodes in the same order. Where not, the function's units fail."""
+    out = {}
+    for build in builds:
+        for name, instructions in disassemble(build.compiled.cubin).items():
+            if [i.opcode for i in instructions] != [op.opcode for op in build.sass.get(name, SassCode.of([])).ops]:
+                reason = f"{name}: the SASS checked (built with -lineinfo) is not the SASS of the file itself"
+                out |= {u.key: reason for u in kept if u.kernel == name and u.key not in failures}
+    return out
+
+
+def _if_converted(a: SassCode, b: SassCode, lines: set[int]) -> int:
+    """How many rewritten lines ptxas turned from a branch-around into a predicated access (positive) or back
+    (negative): each may take (or give) one branch and its convergence pair with it."""
+
+    def guarded(code: SassCode, line: int) -> bool:
+        return any(code.ops[i].predicate for i in code.memory_by_line.get(line, []))
+
+    return sum(guarded(b, line) - guarded(a, line) for line in lines)
+
+
+def _same_counts(old: Counter[str], new: Counter[str], converted: int) -> bool:
+    """Equal counts, except that each if-converted rewritten line may remove one branch, BSSY and BSYNC (or add
+    them, where ptxas went back to a branch)."""
+    for key in set(old) | set(new):
+        change = new[key] - old[key]
+        if key in _IF_CONVERSION and (min(0, -converted) <= change <= max(0, -converted)):
+            continue
+        if change:
+            return False
+    return True
+
+
+def _changes(old: Counter[str], new: Counter[str]) -> str:
+    return ", ".join(f"{key} {old[key]} -> {new[key]}" for key in sorted(set(old) | set(new)) if old[key] != new[key])
+
+
+def _rejected(error: InputError, origin: dict[int, int], kept: list[_Unit]) -> Failures:
+    """ptxas rejected the spliced output: the units on the lines it names fail (all of them if it names none)."""
+    messages: dict[int, list[str]] = defaultdict(list)
+    for d in error.diagnostics:
+        messages[origin.get(d.location.line, 0)].append(d.message)
+    named = {u.key: "ptxas rejects it: " + "; ".join(messages[u.line]) for u in kept if u.line in messages}
+    everything = "ptxas rejects the output: " + "; ".join(m for ms in messages.values() for m in ms)
+    return named or {u.key: everything for u in kept}
+
+
+def _count_checks(kept: list[_Unit], second: dict[str, SassCode]) -> Checks:
+    checks = Checks()
+    for u in kept:
+        code = second.get(u.kernel)
+        made = [code.ops[i] for i in code.memory_by_line.get(u.line, [])] if code else []
+        checks.removed += not made
+        checks.promised += len(u.promised) if made else 0
+        checks.present += sum(all(_shown(m, op.modifiers) for op in made) for m in u.promised) if made else 0
+    return checks
+
+
+def _global_memory(code: SassCode | None) -> dict[str, int]:
+    counts = Counter(op.opcode for op in code.ops if op.mnemonic in GLOBAL_MEMORY) if code else Counter()
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _compare_on_gpu(source: Source, text: str, spec_path: str) -> tuple[str, int, list[str]]:
+    """Run the original and the optimized text on the GPU with the spec (from the texts, never re-read from disk);
+    the verdict, the trials, and the differences as problems."""
+    from ptxtool.launch import load_spec
+    from ptxtool.run import run
+
+    spec = load_spec(spec_path)
+    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+        original, optimized = Path(tmp) / "original.ptx", Path(tmp) / "optimized.ptx"
+        original.write_text(source.text)
+        optimized.write_text(text)
+        report = run([str(original), str(optimized)], spec)
+    problems = (
+        [] if report.exit_code == EXIT_OK else [f"on the GPU ({spec_path}): {x.strip()}" for x in report.lines()[1:4]]
+    )
+    return report.verdict, report.trials, problems
