@@ -51,7 +51,7 @@ def prepare(out: Path) -> None:
                 args = dict(kwargs)
                 if args.pop("l2_evict_first", False):
                     args["l2_evict_first"] = Policy(True)
-                result = optimize(source, settings=Settings(**args))
+                result = optimize(source, settings=Settings(**args), strict=True)  # a variant is all its rewrites
                 if not result.verified:
                     sys.exit(f"{path} {variant}: verification failed: {result.problems}")
                 text, memory = result.text, {k.name: k.memory_after for k in result.kernels}
