@@ -97,7 +97,8 @@ def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="ptxtool")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
-def main(debug: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """A PTX toolchain: parse, format, inspect and optimize NVIDIA PTX, checked with ptxas and the SASS.
 
     \b
@@ -119,6 +120,10 @@ def main(debug: bool) -> None:
     Exit codes: 0 ok, 1 found something (e.g. a file would change), 2 bad input or usage,
     3 a required tool (ptxas, GPU driver) missing, 4 internal error.
     """
+    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize"):  # once, before any worker process starts
+        from ptxtool.toolchain.compile import cache_dir
+
+        cache_dir()
 
 
 # ---------------------------------------------------------------- parse

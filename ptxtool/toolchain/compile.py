@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,14 +69,61 @@ def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
     return found
 
 
+_UNUSABLE: dict[Path, str] = {}  # cache directories found unusable in this process (and its forked workers): why
+
+
+def _usable(directory: Path) -> str | None:
+    """Why a cache directory cannot be used (None: it can): it must exist or be creatable, and take a new file."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def cache_dir() -> Path | None:
-    """Where compiled and disassembled results are kept, or None when caching is off."""
+    """Where compiled and disassembled results are kept, or None when caching is off or the directory is unusable
+    (no home, a path under a file, read-only): the cache is an optimization, so that is one warning, not a failure."""
     setting = os.environ.get("PTXTOOL_CACHE_DIR")
     if setting == "off":
         return None
     if setting:
-        return Path(setting)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
+        directory = Path(setting)
+    else:
+        try:
+            directory = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
+        except RuntimeError:  # no $HOME and no home in the password database
+            return _unusable(Path("~/.cache/ptxtool"), "no home directory")
+    if directory in _UNUSABLE:
+        return None
+    problem = _usable(directory)
+    return _unusable(directory, problem) if problem else directory
+
+
+def _unusable(directory: Path, why: str) -> None:
+    """Say once per process that the cache is off, and why."""
+    if directory not in _UNUSABLE:
+        _UNUSABLE[directory] = why
+        print(
+            f"warning: cache directory {directory} unusable ({why}): running without the cache "
+            "(set PTXTOOL_CACHE_DIR to a writable directory, or to off)",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _store(cache: Path, name: str, data: bytes) -> None:
+    """Put one result in the cache all at once (a reader never sees half of it); a failure only turns the cache off."""
+    partial = cache / f".{name}.{os.getpid()}.tmp"
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, cache / name)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        _unusable(cache, error.strerror or str(error))
 
 
 def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[bytes, str, bool, bool]:
@@ -84,8 +132,11 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
     key = hashlib.sha256("\0".join([ptxas.path, ptxas.version, arch, *options, text]).encode()).hexdigest()
     cache = cache_dir()
     if cache and (cache / f"{key}.cubin").is_file():
-        meta = json.loads((cache / f"{key}.json").read_text())
-        return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True
+        try:
+            meta = json.loads((cache / f"{key}.json").read_text())
+            return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable or damaged entry: compile again and replace it
     name = Path(path).name if path and not path.startswith("<") else "input.ptx"
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         source, cubin = Path(tmp) / name, Path(tmp) / "out.cubin"
@@ -106,12 +157,9 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
                 )
             raise InputError([d for d in diagnostics if d.severity == "error"] or diagnostics)
         data = cubin.read_bytes()
-    if cache:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / f"{key}.json").write_text(json.dumps({"log": log, "relocatable": relocatable}))
-        partial = cache / f".{key}.{os.getpid()}.tmp"
-        partial.write_bytes(data)
-        os.replace(partial, cache / f"{key}.cubin")
+    if cache:  # the log first: a reader looks for the cubin, then reads the log beside it
+        _store(cache, f"{key}.json", json.dumps({"log": log, "relocatable": relocatable}).encode())
+        _store(cache, f"{key}.cubin", data)
     return data, log, relocatable, False
 
 
