@@ -870,17 +870,19 @@ def lint_command(
         console.print(f"{where}: notice: {message}", markup=False, highlight=False)
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
     detail = ", ".join(f"{n} {s}{'s' * (n != 1)}" for s, n in counts.items() if n)
-    checked = sum(1 for r in results if r.checked and not r.errors)
+    checked = sum(1 for r in results if r.checked and (r.findings or not r.errors))  # rules ran, ptxas may not
     unread = sum(1 for r in results if r.errors)
-    skipped = len(results) - checked - unread
+    skipped = sum(1 for r in results if not r.checked)
     console.print(
         f"{len(findings)} finding{'s' * (len(findings) != 1)}{f' ({detail})' if detail else ''} in {checked} "
         f"file{'s' * (checked != 1)}"
         + (f"; {skipped} not checked" if skipped else "")
-        + (f"; {unread} could not be read or parsed" if unread else ""),
+        + (f"; {unread} could not be read, parsed or assembled" if unread else ""),
         markup=False,
         highlight=False,
     )
+    if skipped:  # never 0 for a file nobody checked: the notice says what the environment lacks
+        sys.exit(EXIT_ENVIRONMENT)
     if unread:
         sys.exit(EXIT_INPUT)
     if any(fails(settings, f.severity) for f in findings):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
-from ptxtool.toolchain.discover import find_tool, run_tool
+from ptxtool.toolchain.discover import Tool, find_tool, run_tool
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning, parse_verbose, parse_warnings
 
 BACKENDS = ("ptxas", "nvjitlink")
@@ -220,31 +220,54 @@ def compile_ptx(
     return Compiled(cubin, arch, backend, log, relocatable, cached, parse_verbose(log), parse_warnings(log))
 
 
-_NVCC_MESSAGE = re.compile(r"^(.*?)\((\d+)\): (error|warning)\s*: (.*)$")
+# nvcc's front end: `k.cu(12): error: ...`; the host preprocessor and compiler: `k.cu:12:10: fatal error: ...`
+_NVCC_MESSAGE = re.compile(r"^(.*?)(?:\((\d+)\)|:(\d+):\d+): (error|warning|fatal error)\s*: (.*)$")
+_SYSTEM_INCLUDE = re.compile(r"^\s*#\s*include\s*<")
+_HEADER_SOURCES = ("site-packages", "conda", "CUDA_PATH")
+_CCCL_HINT = "`pip install 'nvidia-cuda-cccl>=13,<14'` brings the CUDA C++ headers (cuda/std, cub, thrust)"
+
+
+def _cccl_include(nvcc: Tool) -> list[str]:
+    """`-isystem DIR` for the CUDA C++ headers when cuda-pathfinder finds them somewhere nvcc does not look itself
+    (nvcc's profile adds its own `include/cccl`, where the nvidia-cuda-cccl wheel puts them beside the nvcc wheel)."""
+    if (Path(nvcc.path).resolve().parent.parent / "include" / "cccl").is_dir():
+        return []
+    try:
+        from cuda.pathfinder import locate_nvidia_header_directory
+
+        found = locate_nvidia_header_directory("cccl")
+    except Exception:  # noqa: BLE001 - an old or absent cuda-pathfinder: nvcc keeps its own search
+        return []
+    # wheels, conda or $CUDA_PATH only: headers of a system CUDA of another version would not match this nvcc
+    return ["-isystem", found.abs_path] if found and found.found_via in _HEADER_SOURCES else []
 
 
 def cuda_to_ptx(path: str, arch: str | None) -> str:
-    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default); errors at the .cu lines."""
+    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default). The file's faults (a syntax error, a
+    missing `#include "local.h"`) are InputError at its lines; a missing system header or compiler is the
+    environment's (EnvironmentProblem)."""
     nvcc = find_tool("nvcc")
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         out = Path(tmp) / "out.ptx"
-        done = run_tool(nvcc, ["-ptx", *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)])
+        args = ["-ptx", *_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)]
+        done = run_tool(nvcc, args)
         if done.returncode == 0:
             return out.read_text()
     log = done.stdout + done.stderr
     lines = Path(path).read_text(errors="replace").splitlines()
-    diagnostics = [
-        Diagnostic(
-            Location(path, int(m.group(2)), 0, lines[int(m.group(2)) - 1] if int(m.group(2)) <= len(lines) else ""),
-            f"nvcc: {m.group(4)}",
-            m.group(3),
-        )
-        for m in map(_NVCC_MESSAGE.match, log.splitlines())
-        if m
-    ]
+    diagnostics = []
+    for m in map(_NVCC_MESSAGE.match, log.splitlines()):
+        if not m:
+            continue
+        number = int(m.group(2) or m.group(3))
+        text = lines[number - 1] if 0 < number <= len(lines) else ""
+        if "No such file or directory" in m.group(5) and _SYSTEM_INCLUDE.match(text):
+            raise EnvironmentProblem(f"nvcc could not compile {path}: {path}:{number}: {m.group(5)}; {_CCCL_HINT}")
+        severity = "warning" if m.group(4) == "warning" else "error"
+        diagnostics.append(Diagnostic(Location(path, number, 0, text), f"nvcc: {m.group(5)}", severity))
     if not any(d.severity == "error" for d in diagnostics):
         raise EnvironmentProblem(
             f"nvcc could not compile {path} (exit {done.returncode}): {log.strip()[:300]}; nvcc needs a host C++ "
-            "compiler (g++) and the CUDA headers (`pip install nvidia-cuda-cccl`)"
+            f"compiler (g++), and {_CCCL_HINT}"
         )
     raise InputError([d for d in diagnostics if d.severity == "error"])
