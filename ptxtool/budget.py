@@ -57,6 +57,16 @@ LIMITS: dict[str, tuple[type, Callable[[KernelReport], float | None], bool, str]
 }
 
 
+# limit key -> the values it may take: (least, most, what to say otherwise). Occupancy is a fraction, as JSON shows it.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "max_registers": (0, 255, "a thread has at most 255 registers (give 0 to 255)"),
+    "max_spill_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "max_stack_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "max_shared_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "min_occupancy": (0, 1, "occupancy is a fraction of the SM's warps from 0 to 1 (0.5 for 50%)"),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Budget:
     """The tables of a budget file, in file order: (kernel name or glob, its limits)."""
@@ -93,7 +103,22 @@ def load_budget(path: str) -> Budget:
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
                     raise InputError.at(path, f'[kernels."{pattern}"]: {key} must be {kind.__name__}, not {value!r}')
+            low, high, wanted = RANGES.get(key, (None, None, ""))
+            if low is not None and not low <= value <= high:
+                raise InputError.at(path, f'[kernels."{pattern}"]: {key} = {value!r} is impossible: {wanted}')
     return Budget(path, tuple(data["kernels"].items()))
+
+
+def unmatched(budget: Budget, reports: list[FileReport]) -> list[str]:
+    """A warning for each table that names no kernel of these reports (a typo, or a kernel renamed): `"*"` aside."""
+    names = [k.name for r in reports for k in r.kernels]
+    files = len(reports)
+    return [
+        f'budget {budget.path}: [kernels."{pattern}"] matches no kernel of the {files} file{"s" * (files != 1)} '
+        "inspected"
+        for pattern, _ in budget.tables
+        if pattern != "*" and not any(fnmatch.fnmatchcase(name, pattern) for name in names)
+    ]
 
 
 def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:

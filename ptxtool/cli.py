@@ -577,6 +577,8 @@ def inspect_command(
     if svg and len(drawn) > 1:
         names = ", ".join(k.name for _, k in drawn)
         raise click.UsageError(f"--svg draws one kernel: choose it with --kernel ({names})")
+    for warning in checks.unmatched(limits, reports) if limits and reports and not failures else ():
+        console.print(f"warning: {warning}", markup=False, highlight=False)
     violations = (checks.check_budget(limits, reports) if limits else []) + (
         checks.check_baseline(before, baseline, reports) if before else []
     )
