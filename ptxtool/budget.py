@@ -50,7 +50,7 @@ def _local_ops(k: KernelReport) -> int:
 # limit key -> (value type, measured value (None: not known), True if exceeding the limit is the violation, unit)
 LIMITS: dict[str, tuple[type, Callable[[KernelReport], float | None], bool, str]] = {
     "max_registers": (int, lambda k: k.resources.registers, True, "registers"),
-    "max_spill_bytes": (int, lambda k: k.resources.spill_bytes, True, "bytes spilled"),
+    "max_spill_bytes": (int, lambda k: k.resources.spill_bytes, True, "bytes"),
     "max_stack_bytes": (int, lambda k: k.resources.stack_frame, True, "bytes of stack"),
     "max_shared_bytes": (int, lambda k: k.resources.shared, True, "bytes of shared memory"),
     "min_occupancy": (float, lambda k: k.occupancy.occupancy if k.occupancy else None, False, "occupancy"),
@@ -132,8 +132,9 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                     if limit is False and (k.resources.uses_local_memory or _local_ops(k)):
                         r = k.resources
                         message = (
-                            f"kernel {k.name} uses local memory ({r.spill_bytes} bytes spilled, {r.stack_frame} bytes "
-                            f"of stack, {_local_ops(k)} LDL/STL) but local_memory = false {where}"
+                            f"kernel {k.name} uses local memory ({r.spill_stores} bytes spill stores, {r.spill_loads} "
+                            f"bytes spill loads, {r.stack_frame} bytes of stack, {_local_ops(k)} LDL/STL) but "
+                            f"local_memory = false {where}"
                         )
                         found.append(Violation(report.path, k.line, k.name, key, message, "budget"))
                     continue
@@ -142,6 +143,9 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                 if value is None or (value <= limit if above_is_bad else value >= limit):  # type: ignore[operator]
                     continue
                 shown = f"{value:.1%}" if key == "min_occupancy" else str(value)
+                if key == "max_spill_bytes":  # stores and loads apart, as ptxas reports them
+                    r = k.resources
+                    shown = f"{r.spill_stores} bytes spill stores + {r.spill_loads} bytes spill loads = {value}"
                 limit_shown = f"{limit:.1%}" if key == "min_occupancy" else str(limit)
                 sign = ">" if above_is_bad else "<"
                 message = f"kernel {k.name}: {shown} {unit} {sign} {key} = {limit_shown} {where}"

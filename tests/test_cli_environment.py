@@ -1,5 +1,5 @@
 """The CLI where users really run it: no home directory, a read-only cache, outputs onto devices, FIFOs and
-/dev/stdout, read-only files, closed pipes. Each runs `python -m ptxtool.cli` in a subprocess, as a user would.
+/dev/stdout, read-only files. Each runs `python -m ptxtool.cli` in a subprocess, as a user would.
 
 Unwritable directories as root: root passes every permission check, so these tests drop to the `nobody` user
 (uid 65534) with `setpriv` when they run as root, and need no help when they do not."""

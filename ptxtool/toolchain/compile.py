@@ -26,8 +26,9 @@ _MESSAGE = re.compile(r"^ptxas (?:.*?, line (\d+); )?(error|warning|fatal)\s*: (
 _AT_LINE = re.compile(r"at line (\d+)")
 _UNRESOLVED = "Unresolved extern function"
 _TARGET = re.compile(r"^sm_\d+[af]?$")
-_OLD_TARGET = "is not defined for option 'gpu-name'"  # a .target this ptxas dropped (CUDA 13: below sm_75)
-_OLD_TARGET_HINT = " (this ptxas does not assemble for that target; the PTX runs on newer GPUs: give --arch sm_75)"
+_UNKNOWN_TARGET = "is not defined for option 'gpu-name'"  # a target ptxas does not know (sm_99) or dropped (sm_52)
+_NEWER_TARGET = "SM version specified by .target is higher than default SM version assumed"
+_TARGET_LINE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
 
 @dataclass
@@ -54,7 +55,29 @@ def target_arch(targets: tuple[str, ...], path: str, override: str | None = None
     return arch
 
 
-def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
+def _unknown_target_hint(arch: str) -> str:
+    """What to give instead of a target this ptxas does not take: the targets it does (it is asked, not a table)."""
+    from ptxtool.toolchain.discover import ptxas_support
+
+    try:
+        targets = ptxas_support(find_tool("ptxas"))[1]
+    except EnvironmentProblem:
+        return ""
+    if not targets:
+        return ""
+    taken = f"this ptxas assembles for {', '.join(targets)}"
+    oldest = targets[0]
+    if _target_number(arch) < _target_number(oldest):
+        return f" ({taken}; the PTX runs on newer GPUs: give --arch {oldest})"
+    return f" ({taken}: give one of them with --arch)"
+
+
+def _target_number(target: str) -> int:
+    digits = re.match(r"sm_(\d+)", target)
+    return int(digits.group(1)) if digits else 0
+
+
+def _diagnostics(log: str, path: str, text: str, arch: str) -> list[Diagnostic]:
     lines = text.splitlines()
     found = []
     for raw in log.splitlines():
@@ -62,10 +85,19 @@ def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
         if not match or match.group(3) == "Ptx assembly aborted due to errors":
             continue
         line = int(match.group(1) or (_AT_LINE.search(match.group(3)) or [0, 0])[1])
+        message = f"ptxas: {match.group(3)}"
+        if _UNKNOWN_TARGET in message:
+            message += _unknown_target_hint(arch)
+        elif _NEWER_TARGET in message and (target := _TARGET_LINE.search(text)):
+            line = text.count("\n", 0, target.start()) + 1
+            message = (
+                f"the module's .target {target.group(1)} is newer than the target assembled for, {arch}: ptxas does "
+                f"not assemble PTX for an older GPU than it targets (give --arch {target.group(1)} or a newer one, "
+                "or no --arch)"
+            )
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         severity = "warning" if match.group(2) == "warning" else "error"
-        hint = _OLD_TARGET_HINT if _OLD_TARGET in match.group(3) else ""
-        found.append(Diagnostic(Location(path, line, 0, source), f"ptxas: {match.group(3)}{hint}", severity))
+        found.append(Diagnostic(Location(path, line, 0, source), message, severity))
     return found
 
 
@@ -150,7 +182,7 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
                 break
             relocatable = True
         if done.returncode != 0:
-            diagnostics = _diagnostics(log, path, text)
+            diagnostics = _diagnostics(log, path, text, arch)
             if not diagnostics:
                 raise EnvironmentProblem(
                     f"ptxas at {ptxas.path} failed (exit {done.returncode}) without saying why: {log.strip()[:200]}"
@@ -194,7 +226,7 @@ def _run_nvjitlink(text: str, path: str, arch: str, options: list[str]) -> tuple
             nvjitlink.complete(handle)
         except nvjitlink.nvJitLinkError:
             log = log_of(nvjitlink.get_error_log_size, nvjitlink.get_error_log)
-            raise InputError(_diagnostics(log, path, text) or [Diagnostic(Location(path), log.strip())]) from None
+            raise InputError(_diagnostics(log, path, text, arch) or [Diagnostic(Location(path), log.strip())]) from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
         return bytes(cubin), log_of(nvjitlink.get_info_log_size, nvjitlink.get_info_log)
