@@ -129,5 +129,5 @@ def test_hook_entry_requires_nvcc_when_configured(tmp_path: Path) -> None:
 def test_hook_entry_passes_options_and_files_through(tmp_path: Path) -> None:
     shutil.copy(DATA / "PTX007_fires.ptx", tmp_path / "a.ptx")
     done = hook("lint", "--select", "PTX007", "--no-ptxas", "a.ptx", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout.startswith("a.ptx:8:2: PTX007 warning:")
+    assert done.returncode == 1 and done.stdout.startswith("a.ptx:9:2: PTX007 warning:")
     assert hook(cwd=tmp_path).returncode == 2
