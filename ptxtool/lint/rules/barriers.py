@@ -30,20 +30,20 @@ def _barrier_id(i: ast.Instruction) -> str:
     return i.operands[0].text if i.operands else "0"
 
 
-def _each_path_arrives(cfg: CFG, branch_block: int, joins: int, barrier: str, at_block: dict[int, list]) -> bool:
-    """Whether every path from the branch to the join (or the function's end) passes a full barrier `barrier`:
-    the warp-specialized idiom, each warpgroup reaching `bar.sync 1` on its own branch, so that all threads arrive."""
-    stack, seen = list(cfg.blocks[branch_block].successors), set()
-    while stack:
-        b = stack.pop()
-        if b in seen:
-            continue
-        seen.add(b)
-        if any(_barrier_id(op.instruction) == barrier and not op.guarded for op in at_block.get(b, ())):
-            continue
-        if (joins >> b) & 1 or not cfg.blocks[b].successors:
+def _each_side_arrives(cfg: CFG, branch_block: int, joins: int, barrier: str, at_block: dict[int, list]) -> bool:
+    """Whether each side of the branch holds a full barrier `barrier` before the sides join: the warp-specialized
+    idiom, each warpgroup reaching `bar.sync 1` on its own branch (in its own loop of a uniform trip count)."""
+    for side in cfg.blocks[branch_block].successors:
+        stack, seen, found = [side], set(), False
+        while stack and not found:
+            b = stack.pop()
+            if b in seen or (joins >> b) & 1:
+                continue
+            seen.add(b)
+            found = any(_barrier_id(op.instruction) == barrier and not op.guarded for op in at_block.get(b, ()))
+            stack.extend(cfg.blocks[b].successors)
+        if not found:
             return False
-        stack.extend(cfg.blocks[b].successors)
     return True
 
 
@@ -59,11 +59,11 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
     reported when it lies between such a branch and the point where both paths join again (its post-dominator),
     or when its own guard is thread-dependent. An early `ret` of some threads before the barrier counts too.
     Not reported: `bra.uni`, branches on uniform values (%ctaid, parameters), and barriers with an explicit thread
-    count (`bar.sync 1, 128`), the named-barrier idiom of warp-specialized kernels; a branch whose every path
-    reaches a barrier of the same id before the paths join (each warpgroup calls `bar.sync 1` on its own branch: all
-    threads still arrive), unless the paths loop back to the branch; and a comparison of two thread-dependent values
-    that differ by a CTA-uniform amount (`i < tid + n` for `i` stepping from `tid`: the trip count is the same in
-    every thread).
+    count (`bar.sync 1, 128`), the named-barrier idiom of warp-specialized kernels; a branch each of whose sides
+    holds a barrier of the same id before the sides join (each warpgroup calls `bar.sync 1` on its own branch, in
+    loops of the same uniform trip count: all threads still arrive), unless a side loops back to the branch; and
+    a comparison of two thread-dependent values that differ by a CTA-uniform amount (`i < tid + n` for `i`
+    stepping from `tid`: the trip count is the same in every thread).
 
         setp.lt.u32 %p1, %r_tid, 32;
         @%p1 bra DONE;
@@ -109,7 +109,7 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
                     if op.index in reported:
                         continue
                     barrier = _barrier_id(op.instruction)
-                    if start not in region and _each_path_arrives(cfg, start, joins, barrier, at_block):
+                    if start not in region and _each_side_arrives(cfg, start, joins, barrier, at_block):
                         continue
                     reported.add(op.index)
                     i = branch.instruction

@@ -42,8 +42,13 @@ _OPCODE_OF_KIND = {"setmaxnreg-ignored": "setmaxnreg", "setmaxnreg": "setmaxnreg
 
 def _declaration(ctx: Context, kind: str) -> int:
     """Where a warning that names no function nor line belongs (C7508 'setmaxnreg ignored' is one): the declaration of
-    the first kernel using the instruction it is about, else of the first kernel."""
+    the first kernel using the instruction it is about (for C7508, one whose register count at entry ptxas cannot
+    fix), else of the first kernel."""
+    from ptxtool.lint.rules.setmaxnreg import entry_count_known
+
     kernels = [f for f in ctx.bodies() if f.is_kernel] or ctx.bodies()
     opcode = _OPCODE_OF_KIND.get(kind)
     using = [f for f in kernels if opcode and any(i.opcode == opcode for i in ast.instructions(f.body))]
+    if kind == "setmaxnreg-ignored":
+        using = [f for f in using if not entry_count_known(f)] or using
     return (using or kernels)[0].line if kernels else 0

@@ -17,6 +17,18 @@ def _count(i: ast.Instruction) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _directives(function: ast.Function) -> dict[str, list[int]]:
+    return {d.word: [int(v.value) for v in d.values] for d in function.directives}
+
+
+def entry_count_known(function: ast.Function) -> bool:
+    """Whether ptxas can fix a kernel's register count at entry, which it needs to honour setmaxnreg: `.maxnreg`, or
+    `.minnctapersm` with `.maxntid`/`.reqntid` (without them it ignores every setmaxnreg, warning C7508)."""
+    directives = _directives(function)
+    threads = directives.get(".reqntid") or directives.get(".maxntid")
+    return ".maxnreg" in directives or bool(threads and ".minnctapersm" in directives)
+
+
 @rule(
     "PTX003",
     "setmaxnreg-config",
@@ -51,10 +63,10 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
                 yield Hit(i.line, i.column, f"{i.mnemonic} {n}: the count must be a multiple of 8 in [{low}, {high}]")
         if not function.is_kernel:
             continue
-        directives = {d.word: [int(v.value) for v in d.values] for d in function.directives}
+        directives = _directives(function)
         first = uses[0]
         threads = directives.get(".reqntid") or directives.get(".maxntid")
-        if ".maxnreg" not in directives and not (threads and ".minnctapersm" in directives):
+        if not entry_count_known(function):
             yield Hit(
                 first.line,
                 first.column,
