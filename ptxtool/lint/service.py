@@ -130,7 +130,8 @@ def lint_file(path: str, settings: Settings) -> FileResult:
     rules = active_rules(settings)
     ctx = Context(module)
     lines = (line_map(module, path), source.text.splitlines()) if generated else None
-    compiled = _ptxas(source, module, settings) if settings.ptxas and rules else None  # PTX007 asks it too
+    asking = settings.ptxas and any(r.needs_ptxas or r.asks_ptxas for r in rules)
+    compiled = _ptxas(source, module, settings) if asking else None
     if compiled is not None and not isinstance(compiled, Exception):
         ctx.ptxas_warnings, ctx.ptxas_functions = compiled.warnings, compiled.functions
     for r in rules:

@@ -22,7 +22,7 @@ def _debug(module: ast.Module) -> bool:
     return "debug" in module.targets
 
 
-@rule("PTX007", "local-memory", "warning")
+@rule("PTX007", "local-memory", "warning", asks_ptxas=True)
 def local_memory(ctx: Context) -> Iterator[Hit]:
     """Local memory that ptxas keeps: a `.local` variable, or ld.local/st.local, in a function whose code uses it.
 
