@@ -2,7 +2,8 @@
 are relocatable-mode numbers), keeping ptxas's `-v` report and mapping its errors back to the input's lines.
 
 Results are cached by content hash (ptxas path and version, options, PTX text) under `$PTXTOOL_CACHE_DIR`
-(default `~/.cache/ptxtool`); `PTXTOOL_CACHE_DIR=off` turns the cache off.
+(default `~/.cache/ptxtool`); `PTXTOOL_CACHE_DIR=off` turns the cache off, and a directory that cannot be used (no
+home, read-only) turns it off with one warning.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def _diagnostics(log: str, path: str, text: str, arch: str) -> list[Diagnostic]:
 
 
 _UNUSABLE: dict[Path, str] = {}  # cache directories found unusable in this process (and its forked workers): why
+_USABLE: set[Path] = set()  # and those found usable (checked once: a probe file per compile would be waste)
 
 
 def _usable(directory: Path) -> str | None:
@@ -131,8 +133,12 @@ def cache_dir() -> Path | None:
             return _unusable(Path("~/.cache/ptxtool"), "no home directory")
     if directory in _UNUSABLE:
         return None
-    problem = _usable(directory)
-    return _unusable(directory, problem) if problem else directory
+    if directory not in _USABLE:
+        problem = _usable(directory)
+        if problem:
+            return _unusable(directory, problem)
+        _USABLE.add(directory)
+    return directory
 
 
 def _unusable(directory: Path, why: str) -> None:
