@@ -37,6 +37,9 @@ EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("fou
 EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
 
 
+_READS_STDIN = ("parse", "fmt", "inspect", "sass", "cfg", "optimize")  # FILE may be `-` (lint says so itself)
+
+
 class _Group(click.Group):
     """The command group; a FILE argument left out says how to read standard input (`cat k.ptx | ptxtool parse -`)."""
 
@@ -44,7 +47,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.MissingParameter as error:
-            if isinstance(error.param, click.Argument) and error.param.name in ("file", "files"):
+            if isinstance(error.param, click.Argument) and ctx.invoked_subcommand in _READS_STDIN:
                 error.message = f"Give - to read standard input: `cat k.ptx | ptxtool {ctx.invoked_subcommand} -`"
             raise
 
