@@ -44,6 +44,7 @@ def test_lint_cu_with_cub_headers_from_the_wheel(tmp_path):
     first = done.stdout.splitlines()[0]
     assert first.startswith("k.cu:9:") and "PTX002 error: bar.sync reachable by only some threads" in first
     assert "[generated PTX line " in first  # the PTX line, as a note on the .cu finding
+    assert "branch on thread-dependent %p" in first and " at line 8 (PTX line " in first  # `if (threadIdx.x < 32)`
     assert "1 finding (1 error) in 1 file" in done.stderr
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.lint.context import Context
-from ptxtool.lint.cuda import LineMap, cuda_to_ptx, line_map
+from ptxtool.lint.cuda import LineMap, cuda_lines, cuda_to_ptx, line_map
 from ptxtool.lint.registry import Rule
 from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
@@ -107,7 +107,8 @@ def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineM
             continue
         lines, text = cuda[0].find(hit.line), cuda[1]  # generated PTX: point into the CUDA file, quote the PTX
         ptx = text[hit.line - 1].strip() if 0 < hit.line <= len(text) else ""
-        message = f"{hit.message} [generated PTX line {hit.line}: {ptx}]" if ptx else hit.message
+        told = cuda_lines(hit.message, cuda[0])
+        message = f"{told} [generated PTX line {hit.line}: {ptx}]" if ptx else told
         out.append(Finding(path, *lines, r.id, r.name, severity, message))
     return out
 
