@@ -6,72 +6,17 @@ Exit codes (every command): 0 success, 1 the command found something (a file wou
 
 from __future__ import annotations
 
-import errno
 import importlib
-import sys
-from collections.abc import Callable
 from dataclasses import replace
-from functools import wraps
 
 import click
-from rich.markup import escape
 
 from ptxtool import __version__
-from ptxtool.errors import (
-    EXIT_ENVIRONMENT,
-    EXIT_INTERNAL,
-    EXIT_OK,
-    PtxtoolError,
-    UsageError,
-)
+from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
 from ptxtool.report import emit_and_exit
-from ptxtool.report.console import print_error, progress, stderr_console
+from ptxtool.report.console import progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
-
-EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
-
-
-def _guarded(command: Callable) -> Callable:
-    """Run a command body so that user errors print cleanly and bugs print one line (a traceback with --debug)."""
-
-    @wraps(command)
-    def run(*args, **kwargs):
-        ctx = click.get_current_context()
-        try:
-            try:
-                return command(*args, **kwargs)
-            finally:
-                sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the guard, not at exit
-        except UsageError as error:  # a service found options that do not go together
-            raise click.UsageError(str(error)) from None
-        except PtxtoolError as error:
-            print_error(stderr_console(), error)
-            ctx.exit(error.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except BrokenPipeError:
-            sys.stderr.close()
-            ctx.exit(EXIT_OK)
-        except KeyboardInterrupt:
-            stderr_console().print("interrupted", markup=False, highlight=False)
-            ctx.exit(EXIT_INTERRUPTED)
-        except OSError as error:
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            stderr_console().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
-            ctx.exit(EXIT_ENVIRONMENT)
-        except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
-            if ctx.find_root().params.get("debug"):
-                raise
-            stderr_console().print(
-                f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
-                "(a bug in ptxtool; run again with --debug for the traceback)",
-                markup=True,
-            )
-            ctx.exit(EXIT_INTERNAL)
-
-    return run
 
 
 def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -88,12 +33,19 @@ def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -
     return value
 
 
-@click.group(help=HELP["main"], context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(
+    cls=Group, help=HELP["main"], context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
 @click.version_option(__version__, prog_name="ptxtool")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
 @click.option("-v", "--verbose", is_flag=True, help="Say which pyproject.toml the settings came from.")
-def main(debug: bool, verbose: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """The ptxtool command group: its --help is HELP["main"]."""
+    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize"):  # once, before any worker process starts
+        from ptxtool.toolchain.compile import cache_dir
+
+        cache_dir()
 
 
 def _service(name: str):
@@ -124,7 +76,7 @@ def _form(as_json: bool, sarif: bool = False) -> str:
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--json", "as_json", is_flag=True, help="Print the syntax tree of each file as JSON on stdout.")
 @click.option("--check", is_flag=True, help="Also report what the file's .version/.target does not allow (exit 1).")
-@_guarded
+@guarded
 def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
     parse = _service("parse")
     emit_and_exit(parse.execute(parse.Options(check), read_inputs(files)), _form(as_json))
@@ -139,7 +91,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @click.option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
 @click.option("--color/--no-color", default=None, help="Colour the diff (default: when stdout is a terminal).")
-@_guarded
+@guarded
 def fmt_command(files: tuple[str, ...], **options) -> None:
     fmt = _service("fmt")
     emit_and_exit(fmt.execute(fmt.Options(**options).checked(files), read_inputs(files)))
@@ -147,7 +99,7 @@ def fmt_command(files: tuple[str, ...], **options) -> None:
 
 @main.command("doctor", help=HELP["doctor"])
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
-@_guarded
+@guarded
 def doctor_command(as_json: bool) -> None:
     doctor = _service("doctor")
     emit_and_exit(doctor.execute(doctor.Options(), []), _form(as_json))
@@ -176,7 +128,7 @@ def _gpu_options(command):
 @_gpu_options
 @click.option("--trials", "-n", type=click.IntRange(min=1), help="Trials, fresh random inputs each (default: spec).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per launch.")
-@_guarded
+@guarded
 def run_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     run = _service("run")
     emit_and_exit(run.execute(run.Options(**options), read_inputs(files, binary=True)), _form(as_json))
@@ -186,7 +138,7 @@ def run_command(files: tuple[str, ...], as_json: bool, **options) -> None:
 @_gpu_options
 @click.option("--launches", type=click.IntRange(min=3), default=200, show_default=True, help="Timed launches each.")
 @click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed launches first.")
-@_guarded
+@guarded
 def bench_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     bench = _service("bench")
     emit_and_exit(bench.execute(bench.Options(**options), read_inputs(files, binary=True)), _form(as_json))
@@ -219,7 +171,7 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @click.option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
 @click.option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
 @click.option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
-@_guarded
+@guarded
 def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> None:
     inspect = _service("inspect")
     form = _form(as_json, sarif)
@@ -237,7 +189,7 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
 @click.option("--kernel", "-k", help="Only this kernel (or function): its PTX name or its C++ name.")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
 @click.option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
-@_guarded
+@guarded
 def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -> None:
     sass = _service("sass")
     options, _ = _inspect_options(arch, None, None)
@@ -251,7 +203,7 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here."
 )
-@_guarded
+@guarded
 def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
     cfg = _service("cfg")
     emit_and_exit(cfg.execute(cfg.Options(kernel, output), read_inputs((file,))))
@@ -277,7 +229,7 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), help="Least severity for exit 1 (note).")
 @click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
-@_guarded
+@guarded
 def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, **o) -> None:
     from ptxtool.lint import load_settings
 
@@ -285,7 +237,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
     if explain or list_rules:
         return emit_and_exit(lint.describe(explain))
     if not files:
-        raise click.UsageError("give FILE... to lint (or --explain ID, --list-rules)")
+        raise click.UsageError("give FILE... to lint, - to read standard input (or --explain ID, --list-rules)")
     form, table = _form(o["as_json"], o["sarif"]), _settings("lint")
     select, ignore = _rule_list(o["select"]), _rule_list(o["ignore"])
     ptxas = False if o["no_ptxas"] else None
@@ -327,7 +279,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
-@_guarded
+@guarded
 def optimize_command(
     file: str,
     output: str | None,

@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ptxtool.legality import check_module
 
 from ptxtool import isa
 from ptxtool.isa.targets import TARGET_INTRODUCED
-from ptxtool.legality import check_module
 from ptxtool.syntax import parse
 
 # (PTX ISA version of the release note, target, a sample that uses what the note adds)

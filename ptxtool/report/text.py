@@ -131,6 +131,8 @@ def inspect(result, out: Out, machine: bool) -> None:
         for w in [w for k in r.kernels for w in k.warnings] + list(r.warnings):
             line = w.line if w.line and r.lines_are_ptx else 0
             out.diagnostic(Diagnostic(Location(r.path, line), w.message, "warning", code=f"ptxas/{w.kind}"))
+    for warning in result.warnings:
+        out.status(f"warning: {warning}")
     for note in result.notes:
         out.status(note)
     for d in result.diagnostics():
@@ -153,13 +155,13 @@ def lint(result, out: Out, machine: bool) -> None:
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
     detail = ", ".join(f"{n} {s}{'s' * (n != 1)}" for s, n in counts.items() if n)
     unread = sum(1 for r in result.files if r.errors)
-    checked = sum(1 for r in result.files if r.checked and not r.errors)
-    skipped = len(result.files) - checked - unread
+    checked = sum(1 for r in result.files if r.checked and (r.findings or not r.errors))  # rules ran, ptxas may not
+    skipped = sum(1 for r in result.files if not r.checked)
     out.status(
         f"{len(findings)} finding{'s' * (len(findings) != 1)}{f' ({detail})' if detail else ''} in {checked} "
         f"file{'s' * (checked != 1)}"
         + (f"; {skipped} not checked" if skipped else "")
-        + (f"; {unread} could not be read or parsed" if unread else "")
+        + (f"; {unread} could not be read, parsed or assembled" if unread else "")
     )
 
 

@@ -365,6 +365,7 @@ class InspectResult:
     violations: list = field(default_factory=list)
     drawn: list[tuple[FileReport, KernelReport]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # budget tables that name no kernel inspected
 
     @property
     def reports(self) -> list[FileReport]:
@@ -420,10 +421,12 @@ def execute(
     if checks.svg and len(result.drawn) > 1:
         names = ", ".join(k.name for _, k in result.drawn)
         raise UsageError(f"--svg draws one kernel: choose it with --kernel ({names})")
+    failed = len(result.results) - len(reports)
+    if limits and reports and not failed:
+        result.warnings = rules.unmatched(limits, reports)
     result.violations = (rules.check_budget(limits, reports) if limits else []) + (
         rules.check_baseline(before, checks.baseline, reports) if before else []
     )
-    failed = len(result.results) - len(reports)
     if checks.update_baseline and failed:  # a baseline without the failed files' kernels would stop guarding them
         result.notes.append(f"baseline {checks.baseline} not written: {failed} input(s) failed")
     elif checks.update_baseline:

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.divergence import guard
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.memory import dependent_branches
