@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ptxtool.legality import check_module
 
 from ptxtool import isa
+from ptxtool.analysis.legality import check_module
 from ptxtool.isa.targets import TARGET_INTRODUCED
 from ptxtool.syntax import parse
 
