@@ -18,6 +18,7 @@ from pathlib import Path
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.isa.caching import CACHE_WORDS, TYPE_BITS
 from ptxtool.sources import STDIN, Source, parse_source, read_source
 from ptxtool.syntax import ast
 from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
@@ -35,15 +36,7 @@ from ptxtool.toolchain.sass import (
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
 
-TYPE_BYTES = {
-    **dict.fromkeys((".b8", ".s8", ".u8", ".e4m3", ".e5m2"), 1),
-    **dict.fromkeys((".b16", ".s16", ".u16", ".f16", ".bf16"), 2),
-    **dict.fromkeys((".b32", ".s32", ".u32", ".f32", ".f16x2", ".bf16x2", ".tf32"), 4),
-    **dict.fromkeys((".b64", ".s64", ".u64", ".f64"), 8),
-    ".b128": 16,
-}
-# modifiers of ld/st.global that say how the access is cached (ordering qualifiers change caching too)
-CACHE_WORDS = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "volatile", "relaxed", "acquire", "release"})
+TYPE_BYTES = {f".{t}": bits // 8 for t, bits in TYPE_BITS.items() if bits >= 8}  # by declaration attribute word
 BARRIER_OPCODES = frozenset({"bar", "barrier", "mbarrier", "membar"})
 
 

@@ -12,7 +12,7 @@ from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use, liveness
 from ptxtool.analysis.linear import linearize
 from ptxtool.analysis.loops import find_loops
-from ptxtool.analysis.memory import memory_facts
+from ptxtool.analysis.memory import Affine, MemoryBase, Space, memory_facts
 from ptxtool.analysis.pressure import pressure
 from ptxtool.syntax import ast, parse
 
@@ -131,9 +131,11 @@ def test_saxpy_x_read_only_y_written():
     assert facts.written_params == {"saxpy_param_3"}
     assert "saxpy_param_2" in facts.read_only_params
     by_line = {a.line: a for a in facts.accesses}
-    assert by_line[49].param == "saxpy_param_2" and by_line[49].param_read_only is True
-    assert by_line[51].param == "saxpy_param_3" and by_line[51].param_read_only is False
-    assert by_line[49].offset == "4*%tid.x + 4*(%ctaid.x)*(%ntid.x)" and not by_line[49].in_loop
+    assert by_line[49].base == MemoryBase(Space.PARAM, "saxpy_param_2") and by_line[51].param == "saxpy_param_3"
+    offset = by_line[49].offset
+    assert str(offset) == "4*%ctaid.x*%ntid.x + 4*%tid.x" and not by_line[49].in_loop
+    assert offset.coefficient("%tid.x") == 4 and offset.specials == {"%ctaid.x", "%ntid.x", "%tid.x"}
+    assert facts.indices == {"%ctaid.x", "%tid.x"} and facts.observers == ()
 
 
 def test_indirect_call_blocks_read_only():
@@ -146,17 +148,21 @@ def test_malloc_pointer_writes_do_not_block_read_only():
     assert facts.unknown_writes == () and facts.read_only_params == {"hello_param_0"}
 
 
+def _bytes(stride: Affine | None) -> int | None:
+    return stride.constant if stride is not None else None
+
+
 def test_strides_of_loop_accesses():
     """copy_pipelined: the tile loop unrolled 4 times moves 4 tiles of 256 float4 per trip (16384 bytes), its
     remainder loop one tile (4096); sgemm: A moves TK=16 floats (64 bytes) per k0 trip, B 16*N floats (not a
     constant)."""
     name = "ptx/gemm_smem.sm80.ptx"
     facts = memory_facts(module(name), kernel(name, "copy_pipelined"))
-    src = {(a.loop, a.stride) for a in facts.accesses if a.param == "copy_pipelined_param_0" and a.in_loop}
+    src = {(a.loop, _bytes(a.stride)) for a in facts.accesses if a.param == "copy_pipelined_param_0" and a.in_loop}
     assert src == {(0, 16384), (1, 4096)}
     sgemm = memory_facts(module(name), kernel(name, "sgemm_tiled"))
-    a_loads = {(a.loop, a.stride) for a in sgemm.accesses if a.param == "sgemm_tiled_param_3"}
-    b_loads = {(a.loop, a.stride) for a in sgemm.accesses if a.param == "sgemm_tiled_param_4"}
+    a_loads = {(a.loop, _bytes(a.stride)) for a in sgemm.accesses if a.param == "sgemm_tiled_param_3"}
+    b_loads = {(a.loop, _bytes(a.stride)) for a in sgemm.accesses if a.param == "sgemm_tiled_param_4"}
     # inside the `i` copy loop (loop 1) the index is i / 16 and i % 16: not affine, so no stride there
     assert a_loads == {(0, 64), (1, None)} and b_loads == {(0, None), (1, None)}
     assert {"sgemm_tiled_param_3", "sgemm_tiled_param_4"} <= sgemm.read_only_params
@@ -179,8 +185,12 @@ def test_pointer_induction_through_a_chain():
     facts = memory_facts(module(name), kernel(name, "daxpy_grid_stride"))
     assert facts.unknown_writes == ()
     assert {a.param for a in facts.accesses} == {"daxpy_grid_stride_param_2", "daxpy_grid_stride_param_3"}
-    # grid-stride loops: the step is blockDim*gridDim*8 bytes, a register, and four of them per unrolled trip
-    assert {(a.loop, a.stride, a.stride_expr) for a in facts.accesses} == {(0, None, "%rd15"), (1, None, "4*%rd27")}
+    # grid-stride loops: the step is blockDim*gridDim*8 bytes, and four of them per unrolled trip
+    assert {(a.loop, str(a.stride)) for a in facts.accesses} == {
+        (0, "8*%nctaid.x*%ntid.x"),
+        (1, "32*%nctaid.x*%ntid.x"),
+    }
+    assert all(next(iter(a.stride.terms)).factors == ("%nctaid.x", "%ntid.x") for a in facts.accesses)
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)
@@ -224,4 +234,4 @@ def test_mapa_of_shared_stays_shared_through_a_nested_scope():
     name = "ptx/hopper.sm90a.ptx"
     facts = memory_facts(module(name), kernel(name, "cluster_exchange"))
     assert [a.line for a in facts.accesses] == [569, 584, 608]
-    assert {a.base for a in facts.accesses} == {"param:cluster_exchange_param_0"}
+    assert {a.base for a in facts.accesses} == {MemoryBase(Space.PARAM, "cluster_exchange_param_0")}

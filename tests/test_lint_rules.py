@@ -195,3 +195,20 @@ def test_setmaxnreg_counts_rejected_exactly_when_ptxas_rejects_them(tmp_path: Pa
     except InputError:
         rejected = True
     assert ours == rejected
+
+
+def test_readonly_note_only_where_optimize_rewrites() -> None:
+    """PTX005 is silent for cache_ops_mix's explicit .cg/.ca loads and for kernels that synchronize with other
+    agents (the reduce kernels' atomics, ring_dispatch's flags): optimize never makes those loads .nc."""
+    comm = findings(SAMPLES / "comm.sm90.ptx", "PTX005")
+    assert not any("cache_ops_mix" in f.message or "ring_dispatch" in f.message for f in comm)
+    assert any("'plain_copy'" in f.message and "--noalias plain_copy" in f.message for f in comm)
+    reduce = findings(SAMPLES / "reduce.sm90.ptx", "PTX005")
+    assert not any("block_sum" in f.message or "histogram" in f.message for f in reduce)
+
+
+def test_readonly_note_sees_module_variable_writes() -> None:
+    """A kernel that writes a module variable: the note asks for --noalias, naming the variable."""
+    found = findings(Path(__file__).parent / "data" / "safety" / "symbol_alias.ptx", "PTX005")
+    assert len(found) == 1 and "--noalias _Z12symbol_aliasPKf` adds it if it never aliases g_buf" in found[0].message
+    assert findings(Path(__file__).parent / "data" / "safety" / "consumer.ptx", "PTX005") == []

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
+from ptxtool.analysis.memory import memory_facts
+from ptxtool.isa.caching import access_bytes, with_modifier
 from ptxtool.passes import run_pipeline
-from ptxtool.passes.cache_operators import Policy, Settings, access_bytes, cache_operators, with_modifier
+from ptxtool.passes.cache_operators import Policy, Settings, cache_operators
 from ptxtool.services.optimize import settings_from_config
 from ptxtool.syntax import ast, format_module, parse
 
@@ -149,3 +151,33 @@ def test_modifier_order_and_width() -> None:
     assert access_bytes(i) == 16
     assert with_modifier(ast.Instruction("st", ("global", "f64")), "cs").mnemonic == "st.global.cs.f64"
     assert access_bytes(ast.Instruction("ld", ("global", "v2", "f16x2"))) == 8
+
+
+@pytest.mark.parametrize("name", ["reduce.sm80.ptx", "reduce.sm90.ptx"])
+def test_atomics_keep_loads_coherent_even_with_noalias(name: str) -> None:
+    """block_sum, count_positive, histogram and cas_max update their result with atomics: other agents' writes are
+    observable, so their input loads get streaming hints but never `.nc`, alias-free or not."""
+    module = _module(name)
+    atomic = {k.name for k in module.kernels if any(i.opcode in ("atom", "red") for i in ast.instructions(k.body))}
+    assert {"block_sum", "count_positive", "_Z9histogramPKhPji", "_Z7cas_maxPfPKfi"} <= atomic
+    _, report = cache_operators(module, Settings(noalias=("*",)))
+    made_nc = {r.kernel for r in report.rewrites if ".nc" in r.after and ".nc" not in r.before}
+    assert made_nc and not made_nc & atomic  # the atomic-free match_and_redux still gets it
+    assert any("atom" in s.reason and s.reason.startswith(".nc: the kernel may observe") for s in report.skipped)
+
+
+def test_sass_promise_follows_the_target_used() -> None:
+    """ptxas shows `.L2::256B` as LTC128B on sm_80: the promise follows `Settings.arch` when the service gives it."""
+    module = _module("comm.sm90.ptx")
+    _, report = cache_operators(module, Settings(noalias=("plain_copy",)))
+    assert ("CONSTANT", "NA", "LTC256B") in [r.sass for r in report.rewrites if r.kernel == "plain_copy"]
+    _, report = cache_operators(module, Settings(noalias=("plain_copy",), arch="sm_80"))
+    assert ("CONSTANT", "NA", "LTC128B") in [r.sass for r in report.rewrites if r.kernel == "plain_copy"]
+
+
+def test_typed_offsets_drive_the_decisions() -> None:
+    """The pass reads typed affine offsets: elementwise's saxpy x load is split by block, 4 bytes per lane."""
+    module = _module("elementwise.sm90.ptx")
+    saxpy = next(k for k in module.kernels if k.name == "saxpy")
+    x = next(a for a in memory_facts(module, saxpy).accesses if a.param == "saxpy_param_2")
+    assert x.offset.coefficient("%tid.x") == 4 and {"%ctaid.x", "%tid.x"} <= x.offset.specials

@@ -16,12 +16,6 @@ from ptxtool.syntax import ast
 
 _NUMBERED = re.compile(r"(.*?)(\d+)$")
 
-# bits of each register type; `.pred` registers live in their own file and count 0 in 32-bit units
-_BITS = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16}
-_BITS.update({t: 32 for t in ("b32", "u32", "s32", "f32", "f16x2", "bf16x2", "tf32", "e4m3x2", "e5m2x2")})
-_BITS.update({t: 64 for t in ("b64", "u64", "s64", "f64")})
-_BITS["b128"] = 128
-
 
 @dataclass(frozen=True, slots=True)
 class Register:
@@ -37,7 +31,7 @@ class Register:
         """Size in 32-bit registers (predicates: 0; 8- and 16-bit values still take a whole register)."""
         if self.type == "pred":
             return 0
-        return max(1, -(-_BITS.get(self.type, 32) // 32)) * self.vector
+        return max(1, -(-(isa.caching.type_bits(self.type) or 32) // 32)) * self.vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +105,7 @@ class _Scope:
 def _reg_type(attributes: tuple[ast.Attribute, ...]) -> tuple[str, int]:
     words = [a.word.lstrip(".") for a in attributes]
     vector = next((int(w[1:]) for w in words if w in ("v2", "v4", "v8")), 1)
-    kind = next((w for w in words if w in _BITS), "b32")
+    kind = next((w for w in words if isa.caching.type_bits(w)), "b32")
     return kind, vector
 
 

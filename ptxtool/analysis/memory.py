@@ -1,46 +1,100 @@
 """Memory facts for a kernel's global (and generic) accesses: where each pointer comes from, how its offset moves
-around loops, and which pointer parameters the kernel may write.
+around loops, what the kernel may write, and through what it may observe other agents' writes.
 
 Each address is evaluated symbolically through its reaching definitions: `ld.param` of a pointer gives the
 parameter as the base; `cvta`, `mov`, `cvt`, `add`/`sub`, `mul`/`shl` by constants and `mad` keep the value affine;
-a loop's induction variable becomes a symbol `iv(L<n>:%r)` that grows by its step each trip; anything else
-(a load, `%tid.x`, a product of two registers) is an opaque symbol. Read-only is conservative: a store, atomic,
-bulk copy or call that may write through a pointer of unknown origin makes no parameter read-only.
+a loop's induction variable becomes a symbol that grows by its step each trip; anything else (a load, `%tid.x`, a
+product of two registers) is an opaque symbol. Everything here is conservative: a call has its callee's effects
+(an `.extern`, indirect or unknown callee has every effect), and a store, atomic, bulk copy or call that may write
+through a pointer of unknown origin makes no parameter read-only.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
 from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
-from ptxtool.analysis.loops import Loop, find_loops, innermost
+from ptxtool.analysis.linear import Op
+from ptxtool.analysis.loops import InductionVariable, Loop, find_loops, innermost
 from ptxtool.isa import Effect, Mode
 from ptxtool.syntax import ast
 
-UNKNOWN = "unknown"
-# Functions without a body in the module that are known not to write through the pointers they are given.
+# CUDA runtime functions without a body in the module, known to touch no memory the kernel's pointers reach.
 _HARMLESS_EXTERN = frozenset(("vprintf", "malloc", "free", "__assertfail"))
 _ALLOCATORS = frozenset(("malloc",))  # their result is fresh memory: it aliases no parameter
-_SPACE_WORDS = {".global": "global", ".shared": "shared", ".const": "const", ".local": "local", ".param": "param"}
+# Special registers that tell the threads of a grid apart.
+THREAD_INDICES = frozenset(f"%tid.{d}" for d in "xyz")
+BLOCK_INDICES = frozenset(f"%ctaid.{d}" for d in "xyz")
+_INDICES = THREAD_INDICES | BLOCK_INDICES
+
+
+class Space(Enum):
+    """Where a pointer points: a kernel parameter's buffer, a module variable, a state space, or nobody knows."""
+
+    PARAM = "param"  # the buffer a pointer parameter of the kernel points to
+    GLOBAL = "global"  # a module-level .global variable
+    SHARED = "shared"
+    LOCAL = "local"
+    CONST = "const"
+    PARAM_SPACE = "param space"  # the .param state space itself
+    HEAP = "heap"  # fresh memory from malloc
+    UNKNOWN = "unknown"  # a loaded pointer, an integer made into one, a sum of two pointers
+
+
+_SPACE_WORDS = {".global": Space.GLOBAL, ".shared": Space.SHARED, ".const": Space.CONST, ".local": Space.LOCAL}
+_SPACE_WORDS[".param"] = Space.PARAM_SPACE
+_NOT_GLOBAL = frozenset((Space.SHARED, Space.LOCAL, Space.CONST, Space.PARAM_SPACE, Space.HEAP))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBase:
+    """The object an address points into: its kind and, for parameters and module variables, its name."""
+
+    space: Space
+    name: str | None = None
+
+    @property
+    def param(self) -> str | None:
+        return self.name if self.space is Space.PARAM else None
+
+    def __str__(self) -> str:
+        return f"{self.space.value}:{self.name}" if self.name else self.space.value
+
+
+UNKNOWN = MemoryBase(Space.UNKNOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """An unknown in an affine form: a special register (`%tid.x`), the value of a register at an op, a loop's
+    induction variable, or a product of such. `factors` lists the special registers it is the product of (empty
+    when it is not a product of special registers only); `specials` every special register it involves; `ops` and
+    `loops` the ops whose results and the loops whose trips may change it."""
+
+    text: str
+    factors: tuple[str, ...] = ()
+    specials: frozenset[str] = frozenset()
+    ops: frozenset[int] = frozenset()
+    loops: frozenset[int] = frozenset()
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
 class Affine:
-    """`base + sum(coefficient * symbol) + const`; base is `param:NAME`, `global:SYM`, `shared`, `local`, `const`,
-    `heap` (from malloc), None for a plain number, or UNKNOWN for a pointer of unknown origin."""
+    """`base + sum(coefficient * symbol) + const`; base None for a plain number."""
 
-    base: str | None = None
-    terms: dict[str, int] = field(default_factory=dict)
+    base: MemoryBase | None = None
+    terms: dict[Symbol, int] = field(default_factory=dict)
     const: int = 0
 
     def __add__(self, other: Affine) -> Affine:
-        if self.base and other.base:
-            base: str | None = UNKNOWN
-        else:
-            base = self.base or other.base
+        base = UNKNOWN if self.base and other.base else self.base or other.base
         terms = dict(self.terms)
         for k, v in other.terms.items():
             terms[k] = terms.get(k, 0) + v
@@ -48,57 +102,97 @@ class Affine:
 
     def scale(self, factor: int) -> Affine:
         """This value times a constant (a scaled pointer is no longer a pointer into its base)."""
-        return Affine(
-            UNKNOWN if self.base else None, {k: v * factor for k, v in self.terms.items()}, self.const * factor
-        )
+        terms = {k: v * factor for k, v in self.terms.items() if v * factor}
+        return Affine(UNKNOWN if self.base else None, terms, self.const * factor)
+
+    @property
+    def constant(self) -> int | None:
+        """The value when it is a plain number."""
+        return self.const if not self.terms and not self.base else None
+
+    @property
+    def specials(self) -> frozenset[str]:
+        """Every special register the value involves."""
+        return frozenset().union(*(s.specials for s in self.terms))
+
+    def coefficient(self, special: str) -> int:
+        """The coefficient of one special register standing alone (`%tid.x` in `16*%tid.x + ...`)."""
+        return sum(v for s, v in self.terms.items() if s.factors == (special,))
 
     def __str__(self) -> str:
-        parts = [f"{v}*{k}" if v != 1 else k for k, v in sorted(self.terms.items())]
+        parts = [f"{v}*{k}" if v != 1 else str(k) for k, v in sorted(self.terms.items(), key=lambda t: t[0].text)]
         if self.const or not parts:
             parts.append(str(self.const))
         return " + ".join(parts).replace("+ -", "- ")
 
 
-def _opaque(symbol: str) -> Affine:
-    return Affine(None, {symbol: 1})
+def _opaque(text: str, ops: Iterable[int] = (), loops: Iterable[int] = ()) -> Affine:
+    return Affine(None, {Symbol(text, ops=frozenset(ops), loops=frozenset(loops)): 1})
+
+
+def _special(name: str) -> Affine:
+    return Affine(None, {Symbol(name, (name,), frozenset((name,))): 1})
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryAccess:
-    """One global or generic access: where (op, line), how (mode, space), from which kernel parameter, the offset
-    from that base, the innermost loop around it, and the bytes its address moves per trip of that loop (`stride`
-    when a constant; `stride_expr` also when it is an expression over loop-invariant registers)."""
+    """One global or generic access: where (op, line), how (mode, space), into which object (`base`) at which
+    `offset` from it, the innermost loop around it and how many loops enclose it, and the bytes its address moves
+    per trip of that loop (`stride`: affine over loop-invariant symbols; None when it moves in no affine way)."""
 
     op: int
     line: int
     mnemonic: str
     mode: Mode
     space: str
-    base: str
-    param: str | None
-    offset: str
+    base: MemoryBase
+    offset: Affine
     loop: int | None
-    stride: int | None
-    stride_expr: str | None
-    param_read_only: bool | None
+    depth: int
+    stride: Affine | None
+
+    @property
+    def param(self) -> str | None:
+        return self.base.param
 
     @property
     def in_loop(self) -> bool:
         return self.loop is not None
 
 
+@dataclass(frozen=True, slots=True)
+class Observer:
+    """An op through which the kernel may observe memory written by another agent, and why (`line` in its own
+    function; a call names the callee's op)."""
+
+    op: int
+    line: int
+    reason: str
+
+
 @dataclass(frozen=True)
 class MemoryFacts:
-    """Every global/generic access of a kernel, the parameters it may write, those it never writes, and the ops
-    that write through (or hand to a call) a pointer of unknown origin."""
+    """Every global/generic access of a function; the parameters and module variables it may write; the ops that
+    write through (or hand to a call) a pointer of unknown origin; the ops through which it may observe other
+    agents' writes; and the thread/block indices (`%tid.y`, `%ctaid.y`) it reads."""
 
     accesses: tuple[MemoryAccess, ...]
     written_params: frozenset[str]
     read_only_params: frozenset[str]
+    written_globals: frozenset[str]
     unknown_writes: tuple[int, ...]
+    observers: tuple[Observer, ...] = ()
+    indices: frozenset[str] = frozenset()
+
+    @property
+    def writes(self) -> bool:
+        """Whether the function may write global or generic memory at all."""
+        return bool(self.unknown_writes or self.written_params or self.written_globals) or any(
+            a.mode is not Mode.READ for a in self.accesses
+        )
 
 
-def variable_spaces(module: ast.Module, function: ast.Function) -> dict[str, str]:
+def variable_spaces(module: ast.Module, function: ast.Function) -> dict[str, Space]:
     """State space of each variable a function can name: module-level ones and those declared in its body."""
     decls = [i for i in module.items if isinstance(i, ast.Declaration)]
     if function.body is not None:
@@ -111,15 +205,19 @@ def variable_spaces(module: ast.Module, function: ast.Function) -> dict[str, str
     return out
 
 
+def _symbol_base(name: str, space: Space | None) -> MemoryBase:
+    return MemoryBase(Space.GLOBAL, name) if space is Space.GLOBAL else MemoryBase(space) if space else UNKNOWN
+
+
 class _Evaluator:
     """Symbolic values of registers at their uses, memoized; cycles and merges become opaque symbols."""
 
-    def __init__(self, cfg: CFG, du: DefUse, loops: tuple[Loop, ...], spaces: dict[str, str], params: set[str]):
+    def __init__(self, cfg: CFG, du: DefUse, loops: tuple[Loop, ...], spaces: dict[str, Space], params: set[str]):
         self.cfg, self.du, self.spaces, self.params = cfg, du, spaces, params
         self.loops = sorted(loops, key=lambda loop: -loop.depth)  # innermost first
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
-        self.steps: dict[str, int | str] = {}  # iv symbol -> step per trip (an int, or an invariant expression)
+        self.steps: dict[Symbol, Affine | None] = {}  # induction symbol -> its step per trip (None: not affine)
 
     def operand(self, op: int, index: int) -> Affine:
         o = self.cfg.linear.ops[op]
@@ -132,17 +230,17 @@ class _Evaluator:
             return Affine(const=value) if isinstance(value, int) else _opaque(operand.text)
         if isinstance(operand, ast.Name):
             space = self.spaces.get(operand.text)
-            if space == "global":
-                return Affine(f"global:{operand.text}")
-            return Affine(space) if space else _opaque(operand.text)  # shared/local/const, or %tid.x
-        return _opaque(f"?@{op}")  # a vector or other operand we do not follow
+            if space:
+                return Affine(_symbol_base(operand.text, space))
+            return _special(operand.text) if operand.text.startswith("%") else _opaque(operand.text)
+        return _opaque(f"?@{op}", (op,))  # a vector or other operand we do not follow
 
     def register(self, op: int, key: str) -> Affine:
         memo = (op, key)
         if memo in self.memo:
             return self.memo[memo]
         if memo in self.busy:
-            return _opaque(f"{key}@{op}")
+            return _opaque(f"{key}@{op}", (op,))
         self.busy.add(memo)
         value = self._register(op, key)
         self.busy.discard(memo)
@@ -158,7 +256,7 @@ class _Evaluator:
                 outside = [d for d in defs if d == ENTRY or self.cfg.block_of[d] not in loop.blocks]
                 if len(outside) == 1 and outside[0] != ENTRY and len(outside) < len(defs):
                     return self._carried(loop, key, outside[0])
-        return _opaque(f"{key}@{op}")
+        return _opaque(f"{key}@{op}", (op, *(d for d in defs if d != ENTRY)))
 
     def _carried(self, loop: Loop, key: str, init_op: int) -> Affine:
         """A register carried around a loop: `init + iv` for an induction variable, else `init`'s base plus an
@@ -166,10 +264,26 @@ class _Evaluator:
         init = self.define(init_op, key)
         iv = next((v for v in loop.induction if v.register == key), None)
         if iv is None:
-            return Affine(init.base, {f"{key}@L{loop.index}": 1})
-        symbol = f"iv(L{loop.index}:{key})"
-        self.steps[symbol] = iv.step
-        return init + _opaque(symbol)
+            return Affine(init.base, {Symbol(f"{key}@L{loop.index}", loops=frozenset((loop.index,))): 1})
+        symbol = Symbol(f"iv(L{loop.index}:{key})", loops=frozenset((loop.index,)))
+        self.steps[symbol] = self._step(iv)
+        return init + Affine(None, {symbol: 1})
+
+    def _step(self, iv: InductionVariable) -> Affine | None:
+        """An induction variable's step as an affine value (loops.py renders it as `3*%rd27 + 8` over register
+        keys that the loop never writes; each is evaluated where the update reads it)."""
+        if isinstance(iv.step, int):
+            return Affine(const=iv.step)
+        total = Affine()
+        for part in iv.step.split(" + "):
+            count, star, key = part.rpartition("*")
+            if not star and key.lstrip("-").isdigit():
+                total = total + Affine(const=int(key))
+            elif key in self.cfg.linear.registers:
+                total = total + self.register(iv.update, key).scale(int(count) if star else 1)
+            else:
+                return None
+        return total
 
     def define(self, op: int, key: str) -> Affine:
         """The value op writes to register key."""
@@ -178,33 +292,43 @@ class _Evaluator:
         family = isa.family(i)
         n = len(i.operands)
         if o.defs != (key,) or o.guarded:
-            return _opaque(f"{key}@{op}")
+            return self._opaque(op, key)
         if family == "ld" and "param" in i.modifiers and isinstance(i.operands[1], ast.Address):
             base = i.operands[1].base
             if isinstance(base, ast.Name) and base.text in self.params:
-                wide = any(t in i.modifiers for t in ("u64", "b64", "s64"))
-                return Affine(f"param:{base.text}") if wide else _opaque(f"param:{base.text}")
+                wide = any(isa.caching.type_bits(t) == 64 for t in i.modifiers)
+                return Affine(MemoryBase(Space.PARAM, base.text)) if wide else _opaque(f"param:{base.text}")
             if isinstance(base, ast.Name) and self._returned_by(op, base.text) in _ALLOCATORS:
-                return Affine("heap")
+                return Affine(MemoryBase(Space.HEAP))
         if family in ("mov", "cvta", "cvt") and n == 2:
             return self.operand(op, 1)
-        if family == "mapa" and n == 3 and self.operand(op, 1).base == "shared":
-            return Affine("shared")  # the same variable in another block of the cluster
+        if family == "mapa" and n == 3 and self.operand(op, 1).base == MemoryBase(Space.SHARED):
+            return Affine(MemoryBase(Space.SHARED))  # the same variable in another block of the cluster
         if family in ("add", "sub") and n == 3:
             right = self.operand(op, 2)
             return self.operand(op, 1) + (right if family == "add" else right.scale(-1))
         if family in ("mul", "shl") and n == 3 and "hi" not in i.modifiers:
             a, b = self.operand(op, 1), self.operand(op, 2)
             if family == "shl":
-                constant = not b.terms and not b.base and 0 <= b.const < 64
-                return a.scale(1 << b.const) if constant else _opaque(f"{key}@{op}")
-            return _product(a, b) or _opaque(f"{key}@{op}")
+                shift = b.constant
+                return a.scale(1 << shift) if shift is not None and 0 <= shift < 64 else self._opaque(op, key)
+            return _product(a, b) or self._opaque(op, key)
         if family == "mad" and n == 4 and "hi" not in i.modifiers:
             product = _product(self.operand(op, 1), self.operand(op, 2))
-            return product + self.operand(op, 3) if product else _opaque(f"{key}@{op}")
+            return product + self.operand(op, 3) if product else self._opaque(op, key)
         if family == "neg" and n == 2:
             return self.operand(op, 1).scale(-1)
-        return _opaque(f"{key}@{op}")
+        return self._opaque(op, key)
+
+    def _opaque(self, op: int, key: str) -> Affine:
+        """A value computed in a way we do not follow; it still involves the special registers of its inputs
+        (`and %r, %tid.x, 127`), except through memory (a loaded value may be anything)."""
+        i = self.cfg.linear.ops[op].instruction
+        specials: frozenset[str] = frozenset()
+        if not isa.memory_accesses(i):
+            uses = [n for n, (_, role) in enumerate(isa.operand_roles(i)) if role is isa.Role.USE]
+            specials = specials.union(*(self.operand(op, n).specials for n in uses))
+        return Affine(None, {Symbol(f"{key}@{op}", specials=specials, ops=frozenset((op,))): 1})
 
     def _returned_by(self, op: int, name: str) -> str | None:
         """The callee of the nearest call before op whose return list names `name`."""
@@ -218,21 +342,38 @@ class _Evaluator:
 
 
 def _product(a: Affine, b: Affine) -> Affine | None:
-    """a * b when one side is a constant; the product of two offsets is one opaque symbol naming both."""
-    if not a.terms and not a.base:
-        return b.scale(a.const)
-    if not b.terms and not b.base:
-        return a.scale(b.const)
+    """a * b when one side is a constant; the product of two single terms is one symbol naming both (a product
+    of special registers keeps its factors: `%nctaid.x * %ntid.x`); None for a product with a pointer."""
+    if (c := a.constant) is not None:
+        return b.scale(c)
+    if (c := b.constant) is not None:
+        return a.scale(c)
     if a.base or b.base:
         return None
-    return _opaque(f"({a})*({b})")
+    if len(a.terms) == 1 == len(b.terms) and not a.const and not b.const:
+        (x, m), (y, n) = *a.terms.items(), *b.terms.items()
+        pure = bool(x.factors and y.factors)
+        factors = tuple(sorted(x.factors + y.factors)) if pure else ()
+        text = "*".join(factors) if pure else f"({x})*({y})"
+        symbol = Symbol(text, factors, x.specials | y.specials, x.ops | y.ops, x.loops | y.loops)
+        return Affine(None, {symbol: m * n})
+    symbols = [*a.terms, *b.terms]
+    return Affine(
+        None,
+        {
+            Symbol(
+                f"({a})*({b})",
+                specials=frozenset().union(*(s.specials for s in symbols)),
+                ops=frozenset().union(*(s.ops for s in symbols)),
+                loops=frozenset().union(*(s.loops for s in symbols)),
+            ): 1
+        },
+    )
 
 
-def _varies(symbol: str, cfg: CFG, loop: Loop) -> bool:
+def varies(symbol: Symbol, cfg: CFG, loop: Loop) -> bool:
     """Whether a symbol may change from one trip of the loop to the next."""
-    if f"iv(L{loop.index}:" in symbol or f"@L{loop.index}" in symbol:
-        return True
-    return any(cfg.block_of[int(at)] in loop.blocks for at in re.findall(r"@(\d+)", symbol))
+    return loop.index in symbol.loops or any(cfg.block_of[at] in loop.blocks for at in symbol.ops)
 
 
 def _address(ev: _Evaluator, op: int, operand: ast.Operand) -> Affine:
@@ -243,11 +384,7 @@ def _address(ev: _Evaluator, op: int, operand: ast.Operand) -> Affine:
     if isinstance(base, ast.Name):
         reg = ev.cfg.linear.registers
         key = next((k for k in o.uses if reg[k].name == base.text), None)
-        if key is not None:
-            value = ev.register(op, key)
-        else:
-            space = ev.spaces.get(base.text)
-            value = Affine(f"global:{base.text}" if space == "global" else space or UNKNOWN)
+        value = ev.register(op, key) if key is not None else Affine(_symbol_base(base.text, ev.spaces.get(base.text)))
     else:
         value = Affine(UNKNOWN, const=int(base.value))
     if operand.offset is not None:
@@ -256,107 +393,211 @@ def _address(ev: _Evaluator, op: int, operand: ast.Operand) -> Affine:
     return value
 
 
-def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> tuple[int | None, str | None]:
-    """Bytes the address moves per trip of the loop, as a number when constant and as an expression over
-    loop-invariant registers (`8*(4*%rd27)`); (None, None) when it moves in a way that is not affine."""
+def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> Affine | None:
+    """Bytes the address moves per trip of the loop, over loop-invariant symbols (`16*%nctaid.x*%ntid.x`);
+    None outside loops and when it moves in a way that is not affine."""
     if loop is None:
-        return None, None
-    total = 0
-    symbolic = []
+        return None
+    total = Affine()
     for symbol, coefficient in value.terms.items():
-        if symbol.startswith(f"iv(L{loop.index}:") and symbol in ev.steps:
+        if symbol in ev.steps and symbol.loops == {loop.index}:
             step = ev.steps[symbol]
-            if isinstance(step, int):
-                total += coefficient * step
-            else:
-                symbolic.append(f"{coefficient}*({step})" if coefficient != 1 else step)
-        elif _varies(symbol, ev.cfg, loop):
-            return None, None
-    if symbolic:
-        return None, " + ".join(symbolic + ([str(total)] if total else []))
-    return total, str(total)
+            if step is None:
+                return None
+            total = total + step.scale(coefficient)
+        elif varies(symbol, ev.cfg, loop):
+            return None
+    return total
 
 
-def _call_hazards(ev: _Evaluator, module: ast.Module, op: int) -> tuple[set[str], bool]:
-    """Parameters a call may write (pointers handed to it), and whether it may write through unknown pointers."""
+def dependent_branches(ops: list[Op], source: Op) -> list[Op]:
+    """The conditional branches and exits among `ops` whose predicate depends on what `source` defines."""
+    seen = set(source.defs)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if seen.intersection(op.uses) and not seen.issuperset(op.defs):
+                seen.update(op.defs)
+                changed = True
+    leaves = Effect.BRANCH | Effect.RETURN
+    return [
+        op
+        for op in ops
+        if op.guarded and op.uses[-1] in seen and (info := isa.find(op.instruction)) and info.effects & leaves
+    ]
+
+
+def _polls(cfg: CFG, loops: tuple[Loop, ...], ev: _Evaluator, op: int, value: Affine) -> bool:
+    """A load whose address stays put in a loop that its value controls: it waits for someone else's write."""
+    for loop in loops:
+        if cfg.block_of[op] in loop.blocks and not any(varies(s, cfg, loop) for s in value.terms):
+            inside = [o for b in sorted(loop.blocks) for o in cfg.ops(cfg.blocks[b])]
+            if dependent_branches(inside, cfg.linear.ops[op]):
+                return True
+    return False
+
+
+def _callee(module: ast.Module, op: Op) -> tuple[str | None, ast.Function | None]:
+    """The name and function of a direct call's callee (name None: an indirect call through a register)."""
+    operands = op.instruction.operands
+    at = 1 if len(operands) > 1 and isinstance(operands[0], ast.ParenList) else 0
+    callee = operands[at] if at < len(operands) else None
+    if not isinstance(callee, ast.Name) or op.keys[at] is not None:
+        return None, None
+    named = [f for f in module.functions if f.name == callee.text]  # a prototype, then maybe its definition
+    return callee.text, next((f for f in named if f.body is not None), next(iter(named), None))
+
+
+def _call(
+    ev: _Evaluator, module: ast.Module, op: int, stack: tuple[str, ...], done: dict[str, MemoryFacts]
+) -> tuple[set[str], bool, list[Observer]]:
+    """A call's effects: the parameters it may write (pointers handed to it), whether it may write through unknown
+    pointers, and the first thing through which it may observe other agents (transitively through its calls)."""
     o = ev.cfg.linear.ops[op]
-    callee = o.instruction.operands[1] if isinstance(o.instruction.operands[0], ast.ParenList) else None
-    callee = callee or o.instruction.operands[0]
-    name = callee.text if isinstance(callee, ast.Name) else ""
-    body = next((f for f in module.functions if f.name == name), None)
-    indirect = any(k is not None for k in o.keys[:2])
-    harmless = body is not None and body.body is None and name in _HARMLESS_EXTERN
+    name, function = _callee(module, o)
+    line = o.line
+    if name is None:
+        return set(), True, [Observer(op, line, "an indirect call (its callee may do anything)")]
+    if function is None or function.body is None:
+        if name in _HARMLESS_EXTERN:
+            return set(), False, []
+        return set(), True, [Observer(op, line, f"a call to {name}, which has no body here (it may do anything)")]
+    if name in stack:  # recursion: the cycle's effects are those of its members, being summed already
+        return set(), False, []
+    if name not in done:
+        done[name] = memory_facts(module, function, _stack=(*stack, name), _done=done)
+    facts = done[name]
+    observers = [Observer(op, line, f"a call to {name}: {x.reason} at line {x.line}") for x in facts.observers[:1]]
     written: set[str] = set()
-    unknown = indirect or not (harmless or (body is not None and _writes_nothing(body)))
+    unknown = facts.writes
     for prior in ev.cfg.linear.ops[: op + 1]:  # pointers stored into the call's parameters
         i = prior.instruction
         if i.opcode == "st" and "param" in i.modifiers and len(i.operands) == 2 and prior.keys[1]:
             value = ev.register(prior.index, prior.keys[1])
-            if value.base and value.base.startswith("param:"):
-                written.add(value.base[6:])
-            elif value.base == UNKNOWN:
-                unknown = True
-    return written, unknown
+            if value.base and value.base.param:
+                written.add(value.base.param)
+    return written, unknown, observers
 
 
-def _writes_nothing(function: ast.Function) -> bool:
-    """A callee with a body that stores, atomically updates or copies to no global/generic memory and calls nobody."""
-    for i in ast.instructions(function.body) if function.body else ():
-        info = isa.find(i)
-        if info is None or info.effects & Effect.CALL:
-            return False
-        if any(m is not Mode.READ and s in ("global", "generic") for _, m, s in isa.memory_accesses(i)):
-            return False
-    return True
-
-
-def memory_facts(module: ast.Module, function: ast.Function, cfg: CFG | None = None) -> MemoryFacts:
-    """The memory facts of one kernel (or function) with a body."""
+def memory_facts(
+    module: ast.Module,
+    function: ast.Function,
+    cfg: CFG | None = None,
+    *,
+    _stack: tuple[str, ...] = (),
+    _done: dict[str, MemoryFacts] | None = None,
+) -> MemoryFacts:
+    """The memory facts of one kernel (or function) with a body. Callees are analysed once per top-level call
+    (`_done`); inside a recursive cycle a callee's facts leave out the members being analysed above it, whose
+    effects reach the top-level function through them anyway."""
     cfg = cfg or build_cfg(function)
     du = def_use(cfg)
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
     ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params)
+    stack = _stack or (function.name,)
+    done = {} if _done is None else _done
     written: set[str] = set()
+    globals_written: set[str] = set()
     unknown_writes: list[int] = []
+    observers: list[Observer] = []
+    indices: set[str] = set()
     found: list[tuple[int, Mode, str, Affine]] = []
     for o in cfg.linear.ops:
         i = o.instruction
+        if isa.find(i) is None:
+            unknown_writes.append(o.index)
+            observers.append(Observer(o.index, o.line, f"{i.mnemonic} (an instruction the ISA tables do not know)"))
+            continue
+        indices.update(n.text for x in i.operands for n in isa.operand_names(x) if n.text in _INDICES)
+        if why := isa.caching.observes_other_agents(i):
+            observers.append(Observer(o.index, o.line, why))
         for operand, mode, space in isa.memory_accesses(i):
+            if space in ("surf", "tex") and mode is not Mode.READ:
+                unknown_writes.append(o.index)  # a surface is global memory no pointer of ours names
             if space not in ("global", "generic"):
                 continue
             value = _address(ev, o.index, operand)
-            if space == "generic" and value.base in ("shared", "local", "const", "param", "heap"):
+            if space == "generic" and value.base and value.base.space in _NOT_GLOBAL:
                 continue
             found.append((o.index, mode, space, value))
-            if mode is not Mode.READ:
-                if value.base and value.base.startswith("param:"):
-                    written.add(value.base[6:])
-                elif value.base is None or value.base == UNKNOWN:
-                    unknown_writes.append(o.index)
+            if mode is Mode.READ:
+                if i.opcode == "ld" and _polls(cfg, loops, ev, o.index, value):
+                    observers.append(Observer(o.index, o.line, f"{i.mnemonic} polls: its loop waits on what it reads"))
+            elif value.base and value.base.param:
+                written.add(value.base.param)
+            elif value.base and value.base.space is Space.GLOBAL and value.base.name:
+                globals_written.add(value.base.name)
+            else:
+                unknown_writes.append(o.index)
         if isa.effects(i) & Effect.CALL:
-            hands, unknown = _call_hazards(ev, module, o.index)
+            hands, unknown, seen = _call(ev, module, o.index, stack, done)
             written |= hands
+            observers += seen
             if unknown:
                 unknown_writes.append(o.index)
     read_only = frozenset() if unknown_writes else frozenset(params - written)
-    accesses = []
-    for op, mode, space, value in found:
-        loop = innermost(loops, cfg.block_of[op])
-        param = value.base[6:] if value.base and value.base.startswith("param:") else None
-        accesses.append(
-            MemoryAccess(
-                op,
-                cfg.linear.ops[op].line,
-                cfg.linear.ops[op].instruction.mnemonic,
-                mode,
-                space,
-                value.base or UNKNOWN,
-                param,
-                str(value),
-                loop.index if loop else None,
-                *_stride(ev, value, loop),
-                (param in read_only) if param else None,
-            )
+    accesses = tuple(
+        MemoryAccess(
+            op,
+            cfg.linear.ops[op].line,
+            cfg.linear.ops[op].instruction.mnemonic,
+            mode,
+            space,
+            value.base or UNKNOWN,
+            Affine(None, value.terms, value.const),
+            loop.index if (loop := innermost(loops, cfg.block_of[op])) else None,
+            loop.depth if loop else 0,
+            _stride(ev, value, loop),
         )
-    return MemoryFacts(tuple(accesses), frozenset(written), read_only, tuple(unknown_writes))
+        for op, mode, space, value in found
+    )
+    return MemoryFacts(
+        accesses,
+        frozenset(written),
+        read_only,
+        frozenset(globals_written),
+        tuple(unknown_writes),
+        tuple(observers),
+        frozenset(indices),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a global load may take the non-coherent (`.nc`) path. `blockers` hold whatever the user declares;
+    `aliases` are writes that may reach the load's memory only if pointers alias (lifted by `--noalias`)."""
+
+    blockers: tuple[str, ...]
+    aliases: tuple[str, ...]
+
+    def allowed(self, alias_free: bool) -> bool:
+        return not self.blockers and (alias_free or not self.aliases)
+
+
+def non_coherent(facts: MemoryFacts, access: MemoryAccess, instr: ast.Instruction) -> Verdict:
+    """May this load read through the non-coherent path: can nothing write its memory while the kernel runs?
+    The one rule for `.nc` that the optimizer applies and lint advises."""
+    blockers: list[str] = []
+    if instr.opcode != "ld" or access.space != "global" or access.mode is not Mode.READ:
+        blockers.append("not a plain global load")
+    if words := isa.caching.coherent(instr):
+        blockers.append(f"ordered/volatile/scoped load (.{' .'.join(sorted(words))}): stays coherent")
+    if op := isa.caching.cache_operator(instr):
+        blockers.append(f"has cache operator .{op} (the author's choice)")
+    param = access.param
+    if param is None:
+        blockers.append(f"pointer of unknown origin ({access.base}): not provably safe")
+    elif param in facts.written_params:
+        blockers.append(f"the kernel writes {param}: the load stays coherent")
+    if facts.unknown_writes:
+        blockers.append("the kernel writes through pointers of unknown origin (or calls code that may)")
+    if facts.observers:
+        first = facts.observers[0]
+        blockers.append(f"the kernel may observe other agents' writes: {first.reason} (line {first.line})")
+    aliases = [f"the kernel writes through {p}, which may alias {param}" for p in sorted(facts.written_params)]
+    aliases += [
+        f"the kernel writes module variable {g}, which may alias {param}" for g in sorted(facts.written_globals)
+    ]
+    return Verdict(tuple(blockers), tuple(aliases))

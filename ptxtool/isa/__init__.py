@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ptxtool.isa import caching
 from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, OPERAND_FORMS, REMOVED, SPECIAL_REGISTERS
 from ptxtool.isa.model import Access, Effect, Feature, InstructionInfo, Mode, Role
 from ptxtool.isa.modifiers import MODIFIERS, TYPES
@@ -22,6 +23,7 @@ from ptxtool.syntax import ast
 
 __all__ = [
     "CONSTRUCTS",
+    "caching",
     "DIRECTIVES",
     "MODIFIERS",
     "Access",
@@ -48,6 +50,7 @@ __all__ = [
     "satisfied",
     "state_spaces",
     "unknown_modifiers",
+    "unmet_added",
     "version",
     "version_text",
 ]
@@ -56,9 +59,6 @@ STATE_SPACES = frozenset(
     ("global", "shared", "shared::cta", "shared::cluster", "local", "param", "param::entry", "param::func")
     + ("const", "tex", "surf", "generic")
 )
-
-# Modifiers that order memory (an optimizer must not reorder or recache such accesses).
-_ORDERING = frozenset(("volatile", "relaxed", "acquire", "release", "acq_rel", "sc", "mmio"))
 
 
 class UnknownInstruction(KeyError):
@@ -169,7 +169,7 @@ def effects(instr: ast.Instruction) -> Effect:
     out = lookup(instr).effects
     if "aligned" in instr.modifiers:
         out |= Effect.COLLECTIVE
-    if _ORDERING.intersection(instr.modifiers):
+    if caching.ORDERING.intersection(instr.modifiers):
         out |= Effect.FENCE
     return out
 
@@ -183,7 +183,7 @@ class Requirement:
 
 
 _FEATURES_BY_FIRST: dict[str, list[Feature]] = {}
-for _f in FEATURES:
+for _f in (*FEATURES, *caching.FEATURES):
     _FEATURES_BY_FIRST.setdefault(_f.name.split(".")[0], []).append(_f)
 
 
@@ -222,3 +222,14 @@ def unknown_modifiers(instr: ast.Instruction) -> list[str]:
 def satisfied(needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> bool:
     """Whether a file with this `.version` and `.target` list may use a feature."""
     return any(n.ptx <= ptx and all(n.target_ok(t) for t in targets) for n in needs)
+
+
+def unmet_added(
+    module: ast.Module, before: ast.Instruction, after: ast.Instruction, arch: str | None = None
+) -> Requirement | None:
+    """A requirement that rewriting `before` into `after` adds and that the file's `.version`, its `.target` list
+    or the target it is assembled for (`arch`) does not meet; None when the rewrite is legal there."""
+    ptx = version(module.version or "") or (0, 0)
+    targets = tuple(t for t in map(Target.parse, (*module.targets, *([arch] if arch else []))) if t is not None)
+    old = {r.what for r in requirements(before)}
+    return next((r for r in requirements(after) if r.what not in old and not satisfied(r.needs, ptx, targets)), None)

@@ -7,6 +7,8 @@ fundamental type (the type is not checked: only words that are neither a listed 
 
 from __future__ import annotations
 
+from ptxtool.isa.caching import LOAD_CACHE_OPERATORS, STORE_CACHE_OPERATORS
+
 TYPES = "<type>"
 
 FUNDAMENTAL_TYPES = frozenset(f"{kind}{bits}" for kind in "subf" for bits in (8, 16, 32, 64, 128)) | frozenset(
@@ -21,14 +23,14 @@ _BARRIER = ("cta", "sync", "arrive", "red", "popc", "and", "or", "u32", "pred")
 _MEMORY_SPACE = ("const", "global", "local", "param", "param::entry", "param::func", *_ATOMIC_SPACE[1:])
 _EVICTION = ("L1::evict_normal", "L1::evict_unchanged", "L1::evict_first", "L1::evict_last", "L1::no_allocate")
 _L2 = ("L2::evict_normal", "L2::evict_first", "L2::evict_last", "L2::cache_hint", "L2::64B", "L2::128B", "L2::256B")
-_LDST = (*_MEMORY_SPACE, "weak", "volatile", "relaxed", "mmio", *_SCOPE, "cg", "cs", *_EVICTION, *_L2, "v2", "v4", "v8")
+_LDST = (*_MEMORY_SPACE, "weak", "volatile", "relaxed", "mmio", *_SCOPE, *_EVICTION, *_L2, "v2", "v4", "v8")
 _CMP = ("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs")
 _CMP_FLOAT = ("equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan")
 
 # family: the modifiers it may carry after its own name, in the manual's order
 MODIFIERS: dict[str, tuple[str, ...]] = {
-    "ld": (*_LDST, "acquire", "ca", "lu", "cv", "nc", TYPES),
-    "st": (*_LDST, "release", "wb", "wt", TYPES),
+    "ld": (*_LDST, "acquire", *sorted(LOAD_CACHE_OPERATORS), "nc", TYPES),
+    "st": (*_LDST, "release", *sorted(STORE_CACHE_OPERATORS), TYPES),
     "redux.sync": ("add", "min", "max", "and", "or", "xor", "abs", "NaN", "u32", "s32", "b32", "f32"),
     "vote": ("all", "any", "uni", "ballot", "pred", "b32"),
     "vote.sync": ("all", "any", "uni", "ballot", "pred", "b32"),

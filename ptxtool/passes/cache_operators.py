@@ -7,9 +7,11 @@ A grid-stride copy whose source the kernel never writes, with `noalias` declared
     ld.global.v4.u32  {%r4, %r5, %r6, %r7}, [%rd8];      ->  ld.global.nc.L1::no_allocate.L2::256B.v4.u32 ...
     st.global.v4.u32  [%rd9], {%r4, %r5, %r6, %r7};      ->  st.global.cs.v4.u32 ...
 
-(SASS: `LDG.E.128` -> `LDG.E.NA.LTC256B.128.CONSTANT`, `STG.E.128` -> `STG.E.EF.128`.) Loads that must stay
-coherent (volatile, acquire/relaxed, any scope, data the kernel writes) are never touched, except by the explicit
-`unsafe_volatile_nc` policy, which is outside the PTX memory model and says so in every report.
+(SASS: `LDG.E.128` -> `LDG.E.NA.LTC256B.128.CONSTANT`, `STG.E.128` -> `STG.E.EF.128`.) Whether a load may be
+`.nc` is the memory analysis's verdict (`non_coherent`: nothing the kernel, its callees or another agent can write);
+ordered, volatile and scoped accesses keep their form, except under the explicit `unsafe_volatile_nc` policy, which
+is outside the PTX memory model and says so in every report. Every added qualifier is checked against the file's
+`.version`/`.target` and `Settings.arch`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from dataclasses import dataclass, field, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
-from ptxtool.analysis.memory import MemoryAccess, MemoryFacts, memory_facts
-from ptxtool.isa import Role, Target
+from ptxtool.analysis.memory import BLOCK_INDICES, Affine, MemoryAccess, MemoryFacts, memory_facts, non_coherent
+from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -41,30 +43,13 @@ SASS_MODIFIER: dict[str, str | None] = {
 }
 # Targets where ptxas shows a qualifier differently: ptxas 13.5 lowers `.L2::256B` to a 128-byte prefetch on sm_80.
 SASS_MODIFIER_ON: dict[tuple[str, str], str] = {("L2::256B", "sm_80"): "LTC128B"}
-# Modifiers that make an access ordered or scoped: such an access must stay coherent.
-COHERENT = frozenset(("volatile", "relaxed", "acquire", "release", "sc", "mmio", "cta", "gpu", "sys", "cluster"))
-# Cache operators an author already chose (`.nc` is not one: hints may still be added beside it).
-CACHE_OPERATORS = frozenset(("ca", "cg", "cs", "lu", "cv", "wb", "wt"))
-SYNC_FAMILIES = frozenset(("fence", "membar"))
 STORE_HINTS = ("cs", "L1::no_allocate")
 
-# Canonical position of each modifier class in `ld/st{.weak}{.ss}{.nc}{.cop}{.L1::}{.L2::evict}{.cache_hint}
-# {.L2::size}{.vec}.type` (PTX ISA, ld and st): a new qualifier goes before the first modifier ranked after it.
-_RANK_PATTERNS: tuple[tuple[re.Pattern[str], int], ...] = (
-    (re.compile(r"(weak|volatile|relaxed|acquire|release|sc|mmio|cta|gpu|sys|cluster)$"), 0),
-    (re.compile(r"(global|shared.*|local|const|param.*)$"), 1),
-    (re.compile(r"nc$"), 2),
-    (re.compile(r"(ca|cg|cs|lu|cv|wb|wt)$"), 3),
-    (re.compile(r"L1::.*"), 4),
-    (re.compile(r"L2::evict_.*"), 5),
-    (re.compile(r"L2::cache_hint$"), 6),
-    (re.compile(r"L2::\d+B$"), 7),
-    (re.compile(r"v\d+$"), 8),
-)
-_TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
-_TYPE = re.compile(r"[bufs](8|16|32|64|128)$|f16x2$|bf16x2$")
-_REGISTER = re.compile(r"%[A-Za-z_$][\w$]*(?:#\d+)?")
 _GRID = ("%nctaid", "%ntid")
+
+
+# What an added qualifier needs that the file's .version/.target or the target used lacks (one name to stub in tests).
+_unmet = isa.unmet_added
 
 
 def matches(kernel: str, globs: tuple[str, ...]) -> bool:
@@ -90,7 +75,8 @@ class Policy:
 @dataclass(frozen=True)
 class Settings:
     """The pass's policies; `noalias` names kernels whose pointer parameters the user declares alias-free
-    (`__restrict__`), and `store_hint` picks `cs` or `L1::no_allocate` for write-once stores."""
+    (`__restrict__`), `store_hint` picks `cs` or `L1::no_allocate` for write-once stores, and `arch` is the target
+    the output will be assembled for (`--arch`; None: the file's `.target`): every added qualifier must suit it."""
 
     readonly: Policy = Policy(True)
     streaming: Policy = Policy(True)
@@ -99,6 +85,7 @@ class Settings:
     unsafe_volatile_nc: Policy = Policy(False)
     noalias: tuple[str, ...] = ()
     store_hint: str = "cs"
+    arch: str | None = None
 
     def alias_free(self, kernel: str) -> bool:
         return matches(kernel, self.noalias)
@@ -111,64 +98,15 @@ UNSAFE_WARNING = (
 )
 
 
-def _rank(modifier: str) -> int:
-    return next((rank for pattern, rank in _RANK_PATTERNS if pattern.match(modifier)), 9)
-
-
-def with_modifier(instr: ast.Instruction, modifier: str) -> ast.Instruction:
-    """The instruction with one more modifier, placed where the PTX grammar wants it."""
-    mods = list(instr.modifiers)
-    at = next((k for k, m in enumerate(mods) if _rank(m) > _rank(modifier)), len(mods))
-    mods.insert(at, modifier)
-    return replace(instr, modifiers=tuple(mods))
-
-
-def access_bytes(instr: ast.Instruction) -> int:
-    """Bytes one thread moves with this load or store (vector width times element size)."""
-    vector = next((int(m[1:]) for m in instr.modifiers if re.fullmatch(r"v\d+", m)), 1)
-    element = next((m for m in reversed(instr.modifiers) if _TYPE.match(m)), "b32")
-    size = 4 if element.endswith("x2") else _TYPE_BYTES[_TYPE.match(element)[1]]
-    return vector * size
-
-
-# ---------------------------------------------------------------- offsets
-
-
-def _terms(offset: str) -> tuple[dict[str, int], int]:
-    """`16*%tid.x + 16*(%ctaid.x)*(%ntid.x) + 512` -> ({symbol: coefficient}, constant), splitting at top level."""
-    parts, depth, start, signs = [], 0, 0, [1]
-    for k, ch in enumerate(offset):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and offset[k : k + 3] in (" + ", " - "):
-            parts.append(offset[start:k])
-            signs.append(1 if offset[k + 1] == "+" else -1)
-            start = k + 3
-    parts.append(offset[start:])
-    terms: dict[str, int] = {}
-    const = 0
-    for sign, part in zip(signs, parts, strict=True):
-        part = part.strip()
-        if re.fullmatch(r"-?\d+", part):
-            const += sign * int(part)
-            continue
-        head, star, rest = part.partition("*")
-        if star and re.fullmatch(r"-?\d+", head):
-            terms[rest] = terms.get(rest, 0) + sign * int(head)
-        else:
-            terms[part] = terms.get(part, 0) + sign
-    return terms, const
-
-
 @dataclass
 class _Kernel:
     """What the decisions of one kernel stand on."""
 
+    module: ast.Module
     function: ast.Function
     cfg: CFG
     facts: MemoryFacts
-    synchronizes: bool
     alias_free: bool
-    defs: dict[str, list[ast.Instruction]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -178,75 +116,63 @@ class _Kernel:
 def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _Kernel:
     cfg = build_cfg(function)
     facts = memory_facts(module, function, cfg)
-    synchronizes = any(
-        COHERENT & set(o.instruction.modifiers) - {"cta"} or isa.family(o.instruction) in SYNC_FAMILIES
-        for o in cfg.linear.ops
-        if isa.find(o.instruction) is not None
-    )
-    defs: dict[str, list[ast.Instruction]] = {}
-    for o in cfg.linear.ops:
-        for key in o.defs:
-            defs.setdefault(key, []).append(o.instruction)
-    return _Kernel(function, cfg, facts, synchronizes, settings.alias_free(function.name), defs)
+    return _Kernel(module, function, cfg, facts, settings.alias_free(function.name))
 
 
-def _grid_sized(k: _Kernel, register: str, depth: int = 0) -> bool:
-    """Whether a register is a product of `%nctaid`/`%ntid` and constants: a grid- or block-stride."""
-    found = k.defs.get(register, [])
-    if depth > 8 or len(found) != 1:
+def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
+    """The address tells apart every block (and thread) that could touch it: it involves a block index, and every
+    `%ctaid`/`%tid` dimension the kernel reads (`bias[i]` indexed by `%ctaid.x` is read again by each
+    `%ctaid.y`); an enclosing loop the address may not move in would read it again too."""
+    used = a.offset.specials
+    return bool(used & BLOCK_INDICES) and k.facts.indices <= used and a.depth <= 1
+
+
+def _grid_stride(stride: Affine) -> bool:
+    """A stride that is a product of `%nctaid`/`%ntid` and a constant, with at least one `%nctaid`."""
+    if stride.const or len(stride.terms) != 1:
         return False
-    instr = found[0]
-    family = isa.family(instr)
-    sources = [op for op, role in isa.operand_roles(instr) if role is Role.USE]
-    if family in ("mov", "cvt") and len(sources) == 1 and isinstance(sources[0], ast.Name):
-        text = sources[0].text
-        return text.startswith(_GRID) or _grid_sized(k, text, depth + 1)
-    if family in ("mul", "shl") and "hi" not in instr.modifiers:
-        grid = [
-            isinstance(s, ast.Name) and (s.text.startswith(_GRID) or _grid_sized(k, s.text, depth + 1)) for s in sources
-        ]
-        constants = [isinstance(s, ast.Immediate) for s in sources]
-        return any(grid) and all(g or c for g, c in zip(grid, constants, strict=True))
-    return False
+    factors = next(iter(stride.terms)).factors
+    return bool(factors) and all(f.startswith(_GRID) for f in factors) and any("%nctaid" in f for f in factors)
 
 
 def _streaming(k: _Kernel, a: MemoryAccess, width: int) -> str | None:
-    """Why an access touches each line once per warp and moves on (None: not provably so)."""
-    terms, _ = _terms(a.offset)
-    partitioned = any("%ctaid" in t for t in terms)
+    """Why an access touches each line once in the whole grid and moves on (None: not provably so)."""
+    if not _split_by_grid(k, a):
+        return None
     if a.loop is not None:
-        if a.stride is not None:
-            moves = abs(a.stride) >= LINE_BYTES and partitioned
-            return f"streaming: moves {a.stride} bytes per trip of its loop, split by block" if moves else None
-        expr = a.stride_expr or ""
-        registers = _REGISTER.findall(expr)
-        grid = expr and not re.search(r" [+-] ", expr) and registers and all(_grid_sized(k, r) for r in registers)
-        return f"streaming: grid-stride loop (stride {expr} bytes, %nctaid x %ntid)" if grid else None
-    lane = terms.get("%tid.x", 0)
-    if lane == width and 32 * width >= LINE_BYTES and partitioned:
+        if a.stride is None:
+            return None
+        if (stride := a.stride.constant) is not None:
+            moves = abs(stride) >= LINE_BYTES
+            return f"streaming: moves {stride} bytes per trip of its loop, split by block" if moves else None
+        return (
+            f"streaming: grid-stride loop (stride {a.stride} bytes, %nctaid x %ntid)"
+            if _grid_stride(a.stride)
+            else None
+        )
+    if a.offset.coefficient("%tid.x") == width and 32 * width >= LINE_BYTES:
         return f"streaming: one {width}-byte element per thread, {32 * width} bytes per warp, split by block"
     return None
 
 
 def _wide(a: MemoryAccess, width: int) -> bool:
     """Consecutive lanes read consecutive elements and a warp covers a 256-byte span."""
-    terms, _ = _terms(a.offset)
-    return terms.get("%tid.x", 0) == width and 32 * width >= WIDE_BYTES
+    return a.offset.coefficient("%tid.x") == width and 32 * width >= WIDE_BYTES
 
 
 def _touched_once(k: _Kernel, a: MemoryAccess, width: int) -> bool:
     """No other access through the same pointer may land on the lines this warp touches (no load-then-store, no
     stencil neighbours): another access is provably elsewhere only when it differs by a whole warp footprint or
     more with the same symbolic terms, or by multiples of the grid size (`%nctaid`: an unrolled grid-stride loop)."""
-    terms, const = _terms(a.offset)
+    terms, const = a.offset.terms, a.offset.const
     for other in k.facts.accesses:
         if other.op == a.op or other.base != a.base:
             continue
-        other_terms, other_const = _terms(other.offset)
+        other_terms = other.offset.terms
         differ = {t for t in terms.keys() | other_terms.keys() if terms.get(t, 0) != other_terms.get(t, 0)}
-        if differ and not all("%nctaid" in t for t in differ):
+        if differ and not all(any("%nctaid" in f for f in t.factors) for t in differ):
             return False
-        if not differ and abs(other_const - const) < 32 * width:
+        if not differ and abs(other.offset.const - const) < 32 * width:
             return False
     return True
 
@@ -267,15 +193,14 @@ class _Plan:
 def _plan_load(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Settings) -> _Plan:
     plan = _Plan()
     mods = set(instr.modifiers)
-    facts = k.facts
-    written_here = a.param is not None and a.param in facts.written_params
-    if mods & COHERENT:
-        if settings.unsafe_volatile_nc.applies(k.name) and mods & COHERENT == {"volatile"}:
-            return _plan_unsafe(k, a, written_here)
+    written_here = a.param is not None and a.param in k.facts.written_params
+    if ordered := coherent(instr):
+        if settings.unsafe_volatile_nc.applies(k.name) and ordered == {"volatile"}:
+            return _plan_unsafe(a, written_here)
         plan.skips.append("ordered/volatile/scoped load: stays coherent")
         return plan
-    if mods & CACHE_OPERATORS:
-        plan.skips.append(f"has cache operator .{sorted(mods & CACHE_OPERATORS)[0]} (the author's choice)")
+    if op := cache_operator(instr):
+        plan.skips.append(f"has cache operator .{op} (the author's choice)")
         return plan
     if a.param is None:
         plan.skips.append(f"pointer of unknown origin ({a.base}): not provably safe")
@@ -285,19 +210,17 @@ def _plan_load(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Se
         return plan
     width = access_bytes(instr)
     if settings.readonly.applies(k.name) and "nc" not in mods:
-        others = sorted(facts.written_params)
-        if facts.unknown_writes:
-            plan.skips.append(".nc: the kernel writes through pointers of unknown origin")
-        elif k.synchronizes:
-            plan.skips.append(".nc: the kernel synchronizes through memory; other agents may produce this data")
-        elif others and not k.alias_free:
-            plan.skips.append(
-                f".nc: the kernel writes through {', '.join(others)}, which may alias {a.param} "
-                f"(declare the pointers alias-free with --noalias {k.name})"
-            )
-        else:
-            why = "no pointer is written" if not others else "pointers declared alias-free"
+        verdict = non_coherent(k.facts, a, instr)
+        if unmet := _unmet(k.module, instr, with_modifier(instr, "nc"), settings.arch):
+            plan.skips.append(f".nc: needs {' or '.join(str(n) for n in unmet.needs)}")
+        elif verdict.allowed(k.alias_free):
+            why = "pointers declared alias-free" if verdict.aliases else "nothing the kernel writes may alias it"
             plan.add.append(("nc", f"read-only: {a.param} is never written in the kernel ({why})"))
+        elif verdict.blockers:
+            plan.skips.append(f".nc: {verdict.blockers[0]}")
+        else:
+            aliases = "; ".join(verdict.aliases)
+            plan.skips.append(f".nc: {aliases} (declare the pointers alias-free with --noalias {k.name})")
     streaming = _streaming(k, a, width) if _touched_once(k, a, width) else None
     if settings.streaming.applies(k.name) and streaming:
         if not any(m.startswith("L1::") for m in mods):
@@ -309,9 +232,9 @@ def _plan_load(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Se
     return plan
 
 
-def _plan_unsafe(k: _Kernel, a: MemoryAccess, written_here: bool) -> _Plan:
+def _plan_unsafe(a: MemoryAccess, written_here: bool) -> _Plan:
     plan = _Plan()
-    polled = a.loop is not None and (a.stride == 0 or (a.stride is None and not a.stride_expr))
+    polled = a.loop is not None and (a.stride is None or a.stride.constant == 0)
     if a.param is None or written_here or polled:
         why = "a poll of a flag" if polled else "data the kernel itself writes" if written_here else "unknown pointer"
         plan.skips.append(f"--unsafe-volatile-nc: not applied to {why}")
@@ -325,10 +248,10 @@ def _plan_unsafe(k: _Kernel, a: MemoryAccess, written_here: bool) -> _Plan:
 def _plan_store(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: Settings) -> _Plan:
     plan = _Plan()
     mods = set(instr.modifiers)
-    if mods & COHERENT:
+    if coherent(instr):
         plan.skips.append("ordered/scoped store: left as written")
         return plan
-    if mods & CACHE_OPERATORS or any(m.startswith("L1::") for m in mods):
+    if cache_operator(instr) or any(m.startswith("L1::") for m in mods):
         plan.skips.append("already has a cache operator or eviction hint (the author's choice)")
         return plan
     if a.param is None:
@@ -349,18 +272,9 @@ def _plan_store(k: _Kernel, a: MemoryAccess, instr: ast.Instruction, settings: S
 # ---------------------------------------------------------------- legality and the tree
 
 
-def _unmet(module: ast.Module, before: ast.Instruction, after: ast.Instruction) -> isa.Requirement | None:
-    """A requirement the new instruction has that the file's .version/.target do not meet (and the old one met)."""
-    version = isa.version(module.version or "") or (0, 0)
-    targets = tuple(t for t in map(Target.parse, module.targets) if t is not None)
-    old = {r.what for r in isa.requirements(before)}
-    return next(
-        (r for r in isa.requirements(after) if r.what not in old and not isa.satisfied(r.needs, version, targets)),
-        None,
-    )
-
-
-def _apply(module: ast.Module, k: _Kernel, instr: ast.Instruction, plan: _Plan, report: PassReport) -> ast.Instruction:
+def _apply(
+    module: ast.Module, k: _Kernel, instr: ast.Instruction, plan: _Plan, arch: str | None, report: PassReport
+) -> ast.Instruction:
     """The rewritten instruction (qualifiers the file's version cannot take are skipped and reported)."""
     new = replace(instr, modifiers=tuple(m for m in instr.modifiers if m not in plan.remove))
     reasons, promised = [], []
@@ -368,14 +282,15 @@ def _apply(module: ast.Module, k: _Kernel, instr: ast.Instruction, plan: _Plan, 
         candidate = with_modifier(new, qualifier)
         if qualifier == "L2::cache_hint":
             candidate = replace(candidate, operands=(*candidate.operands, ast.Name(POLICY_REGISTER)))
-        unmet = _unmet(module, instr, candidate)
+        unmet = _unmet(module, instr, candidate, arch)
         if unmet is not None:
             needs = " or ".join(str(n) for n in unmet.needs)
             report.skipped.append(Skip(k.name, instr.line, instr.mnemonic, f".{qualifier}: needs {needs}"))
             continue
         new = candidate
         reasons.append(f".{qualifier}: {reason}")
-        on_target = [SASS_MODIFIER_ON[qualifier, t] for t in module.targets if (qualifier, t) in SASS_MODIFIER_ON]
+        shown_on = (arch,) if arch else module.targets
+        on_target = [SASS_MODIFIER_ON[qualifier, t] for t in shown_on if (qualifier, t) in SASS_MODIFIER_ON]
         if shown := next(iter(on_target), SASS_MODIFIER[qualifier]):
             promised.append(shown)
     if new == instr:
@@ -410,7 +325,7 @@ def _with_policy(body: ast.Block) -> ast.Block:
 
 def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settings, report: PassReport) -> ast.Function:
     k = _kernel(module, function, settings)
-    unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY)
+    unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY, settings.arch)
     if settings.l2_evict_first.applies(k.name) and unmet is not None:
         needs = " or ".join(str(n) for n in unmet.needs)
         report.skipped.append(Skip(k.name, function.line, "createpolicy", f"L2 evict_first policy: needs {needs}"))
@@ -425,7 +340,7 @@ def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settin
         plan = planner(k, a, instr, settings)
         report.skipped.extend(Skip(k.name, instr.line, instr.mnemonic, why) for why in plan.skips)
         if plan.add:
-            rewritten = _apply(module, k, instr, plan, report)
+            rewritten = _apply(module, k, instr, plan, settings.arch, report)
             if rewritten is not instr:
                 new[id(instr)] = rewritten
     if not new:

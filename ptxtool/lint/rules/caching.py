@@ -5,24 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ptxtool import isa
+from ptxtool.analysis.memory import MemoryBase, Space, non_coherent
 from ptxtool.isa import Mode
+from ptxtool.isa.caching import with_modifier
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
+from ptxtool.syntax import ast
 
-# modifiers under which a load must see other threads' writes: never a candidate for .nc
-_COHERENT = frozenset(("volatile", "relaxed", "acquire", "mmio", "cv"))
+
+def _nc_legal(module: ast.Module, instr: ast.Instruction) -> bool:
+    """Whether the file's .version and .target can take `.nc` on this load (the optimizer's own check)."""
+    return isa.unmet_added(module, instr, with_modifier(instr, "nc")) is None
 
 
 @rule("PTX005", "readonly-without-nc", "note")
 def readonly_without_nc(ctx: Context) -> Iterator[Hit]:
-    """A global load from a kernel parameter that the kernel provably never writes, without `.nc`.
+    """A global load that `ptxtool optimize` would make non-coherent (`.nc`), alone or with `--noalias`.
 
-    When no store, atomic, bulk copy or call of the kernel can write through a pointer parameter (the memory facts
-    follow each address back to the parameter it came from; any write through a pointer of unknown origin makes
-    nothing provable), its loads may use the non-coherent read-only path (`ld.global.nc`, LDG.CONSTANT in SASS):
-    what nvcc does for `const T* __restrict__`. `ptxtool optimize` makes that change and checks it with ptxas and
-    the SASS. Keep the plain load if another pointer argument of the same launch may alias this buffer and is
-    written: `.nc` is only correct for memory that nothing writes while the kernel runs.
+    The decision is the optimizer's own (`ptxtool.analysis.memory.non_coherent`): the load comes from a kernel
+    parameter the kernel never writes; no store, atomic, bulk copy or call writes through a pointer of unknown
+    origin; and nothing lets the kernel observe other agents' writes (ordered, volatile or scoped accesses,
+    atomics, fences, mbarrier/cluster waits, `griddepcontrol.wait`, bulk stores, polls, in the kernel or a callee).
+    Then `ld.global.nc` (LDG.CONSTANT in SASS) is what nvcc emits for `const T* __restrict__`. If the kernel also
+    writes through another pointer parameter or a module variable, `.nc` is only right when they never alias
+    this buffer: the note says `--noalias KERNEL` (what `__restrict__` declares) is needed. Loads with an explicit
+    cache operator (`.ca`, `.cg`...) are the author's choice and are not reported.
 
         ld.param.u64 %rd1, [k_param_0];        // never stored through
         cvta.to.global.u64 %rd2, %rd1;
@@ -36,27 +44,22 @@ def readonly_without_nc(ctx: Context) -> Iterator[Hit]:
         facts = ctx.memory(function)
         ops = ctx.cfg(function).linear.ops
         loads: dict[str, list] = {}
+        aliases: dict[str, tuple[str, ...]] = {}
         for access in facts.accesses:
             i = ops[access.op].instruction
-            if (
-                access.param_read_only
-                and access.mode is Mode.READ
-                and access.space == "global"
-                and i.opcode == "ld"
-                and "nc" not in i.modifiers
-                and not _COHERENT.intersection(i.modifiers)
-            ):
+            verdict = non_coherent(facts, access, i)
+            if access.param and "nc" not in i.modifiers and verdict.allowed(True) and _nc_legal(ctx.module, i):
                 loads.setdefault(access.param, []).append(i)
-        # optimize adds .nc by itself only when no pointer is written; else the user must vouch for no aliasing
-        written = sorted(facts.written_params)
-        fix = (
-            f"`ptxtool optimize --noalias {function.name}` adds it if it never aliases {', '.join(written)}"
-            if written
-            else "`ptxtool optimize` adds it"
-        )
+                aliases[access.param] = verdict.aliases
         for param, found in loads.items():
             first = found[0]
             count = f"{len(found)} loads" if len(found) > 1 else "a load"
+            written = sorted({*facts.written_params, *facts.written_globals})
+            fix = (
+                f"`ptxtool optimize --noalias {function.name}` adds it if it never aliases {', '.join(written)}"
+                if aliases[param]
+                else "`ptxtool optimize` adds it"
+            )
             yield Hit(
                 first.line,
                 first.column,
@@ -79,21 +82,20 @@ def nc_load_of_written_memory(ctx: Context) -> Iterator[Hit]:
     for function in ctx.bodies():
         facts = ctx.memory(function)
         ops = ctx.cfg(function).linear.ops
-        written: dict[str, int] = {}
+        written: dict[MemoryBase, int] = {}
         for a in facts.accesses:
-            if a.mode is not Mode.READ and a.base.startswith(("param:", "global:")):
+            if a.mode is not Mode.READ and a.base.space in (Space.PARAM, Space.GLOBAL):
                 written.setdefault(a.base, a.line)
         for p in facts.written_params:
-            written.setdefault(f"param:{p}", 0)
+            written.setdefault(MemoryBase(Space.PARAM, p), 0)
         for access in facts.accesses:
             i = ops[access.op].instruction
             if access.mode is Mode.READ and "nc" in i.modifiers and access.base in written:
-                what = access.base.split(":", 1)
-                kind = "parameter" if what[0] == "param" else ".global variable"
+                kind = "parameter" if access.base.space is Space.PARAM else ".global variable"
                 line = written[access.base]
                 where = f" (written at line {line})" if line else " (handed to a call that may write it)"
                 yield Hit(
                     access.line,
                     i.column,
-                    f"{i.mnemonic} reads {kind} '{what[1]}', which '{function.name}' writes{where}",
+                    f"{i.mnemonic} reads {kind} '{access.base.name}', which '{function.name}' writes{where}",
                 )

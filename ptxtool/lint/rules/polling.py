@@ -8,12 +8,10 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import find_loops
+from ptxtool.analysis.memory import dependent_branches
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import guard
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
-
-_ORDERED = frozenset(("volatile", "acquire", "relaxed", "mmio"))
 
 
 def _polls(op: Op, written_in_loop: set[str]) -> bool:
@@ -21,7 +19,7 @@ def _polls(op: Op, written_in_loop: set[str]) -> bool:
     value does not come from inside the loop (a lock; a CAS retry loop feeds the last result back and is not)."""
     i = op.instruction
     if i.opcode == "ld":
-        return bool(_ORDERED.intersection(i.modifiers))
+        return bool(isa.caching.ORDERING.intersection(i.modifiers))
     if i.opcode != "atom":
         return False
     if "exch" in i.modifiers:
@@ -74,19 +72,6 @@ def _spin_region(cfg: CFG, blocks: frozenset[int], poll: Op) -> frozenset[int]:
     return frozenset(ahead & reach(lambda b: cfg.blocks[b].predecessors))
 
 
-def _dependent_branches(ops: list[Op], poll: Op) -> list[Op]:
-    """The conditional branches among `ops` whose predicate depends on what the poll read."""
-    seen = set(poll.defs)
-    changed = True
-    while changed:
-        changed = False
-        for op in ops:
-            if seen.intersection(op.uses) and not seen.issuperset(op.defs):
-                seen.update(op.defs)
-                changed = True
-    return [op for op in ops if op.instruction.opcode == "bra" and guard(op) in seen]
-
-
 def _backs_off(ctx: Context, op: Op, backoff: set[str]) -> bool:
     return op.instruction.opcode in backoff or (op.instruction.opcode == "call" and _callees_back_off(ctx, op, backoff))
 
@@ -127,7 +112,7 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
                 spin = _loop_ops(cfg, _spin_region(cfg, loop.blocks, poll))
                 if not spin or any(_backs_off(ctx, op, backoff) for op in spin):
                     continue
-                exits = _dependent_branches(spin, poll)
+                exits = dependent_branches(spin, poll)
                 if exits:
                     reported.add(poll.index)
                     yield Hit(
