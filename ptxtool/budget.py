@@ -50,10 +50,20 @@ def _local_ops(k: KernelReport) -> int:
 # limit key -> (value type, measured value (None: not known), True if exceeding the limit is the violation, unit)
 LIMITS: dict[str, tuple[type, Callable[[KernelReport], float | None], bool, str]] = {
     "max_registers": (int, lambda k: k.resources.registers, True, "registers"),
-    "max_spill_bytes": (int, lambda k: k.resources.spill_bytes, True, "bytes spilled"),
+    "max_spill_bytes": (int, lambda k: k.resources.spill_bytes, True, "bytes"),
     "max_stack_bytes": (int, lambda k: k.resources.stack_frame, True, "bytes of stack"),
     "max_shared_bytes": (int, lambda k: k.resources.shared, True, "bytes of shared memory"),
     "min_occupancy": (float, lambda k: k.occupancy.occupancy if k.occupancy else None, False, "occupancy"),
+}
+
+
+# limit key -> the values it may take: (least, most, what to say otherwise). Occupancy is a fraction, as JSON shows it.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "max_registers": (0, 255, "a thread has at most 255 registers (give 0 to 255)"),
+    "max_spill_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "max_stack_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "max_shared_bytes": (0, 1 << 40, "a byte count is 0 or more"),
+    "min_occupancy": (0, 1, "occupancy is a fraction of the SM's warps from 0 to 1 (0.5 for 50%)"),
 }
 
 
@@ -93,7 +103,22 @@ def load_budget(path: str) -> Budget:
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 if not (kind is float and isinstance(value, int) and not isinstance(value, bool)):
                     raise InputError.at(path, f'[kernels."{pattern}"]: {key} must be {kind.__name__}, not {value!r}')
+            low, high, wanted = RANGES.get(key, (None, None, ""))
+            if low is not None and not low <= value <= high:
+                raise InputError.at(path, f'[kernels."{pattern}"]: {key} = {value!r} is impossible: {wanted}')
     return Budget(path, tuple(data["kernels"].items()))
+
+
+def unmatched(budget: Budget, reports: list[FileReport]) -> list[str]:
+    """A warning for each table that names no kernel of these reports (a typo, or a kernel renamed): `"*"` aside."""
+    names = [k.name for r in reports for k in r.kernels]
+    files = len(reports)
+    return [
+        f'budget {budget.path}: [kernels."{pattern}"] matches no kernel of the {files} file{"s" * (files != 1)} '
+        "inspected"
+        for pattern, _ in budget.tables
+        if pattern != "*" and not any(fnmatch.fnmatchcase(name, pattern) for name in names)
+    ]
 
 
 def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
@@ -107,8 +132,9 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                     if limit is False and (k.resources.uses_local_memory or _local_ops(k)):
                         r = k.resources
                         message = (
-                            f"kernel {k.name} uses local memory ({r.spill_bytes} bytes spilled, {r.stack_frame} bytes "
-                            f"of stack, {_local_ops(k)} LDL/STL) but local_memory = false {where}"
+                            f"kernel {k.name} uses local memory ({r.spill_stores} bytes spill stores, {r.spill_loads} "
+                            f"bytes spill loads, {r.stack_frame} bytes of stack, {_local_ops(k)} LDL/STL) but "
+                            f"local_memory = false {where}"
                         )
                         found.append(Violation(report.path, k.line, k.name, key, message, "budget"))
                     continue
@@ -117,6 +143,9 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                 if value is None or (value <= limit if above_is_bad else value >= limit):  # type: ignore[operator]
                     continue
                 shown = f"{value:.1%}" if key == "min_occupancy" else str(value)
+                if key == "max_spill_bytes":  # stores and loads apart, as ptxas reports them
+                    r = k.resources
+                    shown = f"{r.spill_stores} bytes spill stores + {r.spill_loads} bytes spill loads = {value}"
                 limit_shown = f"{limit:.1%}" if key == "min_occupancy" else str(limit)
                 sign = ">" if above_is_bad else "<"
                 message = f"kernel {k.name}: {shown} {unit} {sign} {key} = {limit_shown} {where}"

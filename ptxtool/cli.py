@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import difflib
 import errno
+import io
 import json
+import os
 import re
+import select
+import stat
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -23,7 +27,6 @@ from ptxtool.errors import (
     EXIT_FOUND,
     EXIT_INPUT,
     EXIT_INTERNAL,
-    EXIT_OK,
     InputError,
     PtxtoolError,
 )
@@ -31,6 +34,22 @@ from ptxtool.report.console import print_diagnostic, stderr_console
 from ptxtool.sources import STDIN, parse_source, read_source, write_atomic
 
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
+EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
+
+
+_READS_STDIN = ("parse", "fmt", "inspect", "sass", "cfg", "optimize")  # FILE may be `-` (lint says so itself)
+
+
+class _Group(click.Group):
+    """The command group; a FILE argument left out says how to read standard input (`cat k.ptx | ptxtool parse -`)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.MissingParameter as error:
+            if isinstance(error.param, click.Argument) and ctx.invoked_subcommand in _READS_STDIN:
+                error.message = f"Give - to read standard input: `cat k.ptx | ptxtool {ctx.invoked_subcommand} -`"
+            raise
 
 
 def _guarded(command: Callable) -> Callable:
@@ -44,14 +63,15 @@ def _guarded(command: Callable) -> Callable:
                 return command(*args, **kwargs)
             finally:
                 sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the guard, not at exit
+                _raise_if_reader_gone()
         except PtxtoolError as error:
             _report(error)
             ctx.exit(error.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except BrokenPipeError:
-            sys.stderr.close()
-            ctx.exit(EXIT_OK)
+        except BrokenPipeError:  # the reader went away (`ptxtool lint | head -1`): stop quietly, as git and cat do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            ctx.exit(EXIT_BROKEN_PIPE)
         except KeyboardInterrupt:
             stderr_console().print("interrupted", markup=False, highlight=False)
             ctx.exit(EXIT_INTERRUPTED)
@@ -71,6 +91,20 @@ def _guarded(command: Callable) -> Callable:
             ctx.exit(EXIT_INTERNAL)
 
     return run
+
+
+def _raise_if_reader_gone() -> None:
+    """BrokenPipeError when stdout is a pipe nobody reads any more: CPython can drop the rest of a large write to a
+    pipe that closes during it without an error, which would end the command 0 where a smaller output ends it 141."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode):
+            return
+    except (OSError, ValueError, io.UnsupportedOperation):  # no real stdout (a test runner's buffer)
+        return
+    poll = select.poll()
+    poll.register(sys.stdout.fileno(), select.POLLOUT)
+    if any(events & select.POLLERR for _, events in poll.poll(0)):
+        raise BrokenPipeError(errno.EPIPE, "the reader of stdout closed the pipe")
 
 
 def _report(error: PtxtoolError) -> None:
@@ -94,10 +128,11 @@ def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -
     return value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="ptxtool")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks for internal errors.")
-def main(debug: bool) -> None:
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """A PTX toolchain: parse, format, inspect and optimize NVIDIA PTX, checked with ptxas and the SASS.
 
     \b
@@ -119,6 +154,10 @@ def main(debug: bool) -> None:
     Exit codes: 0 ok, 1 found something (e.g. a file would change), 2 bad input or usage,
     3 a required tool (ptxas, GPU driver) missing, 4 internal error.
     """
+    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize"):  # once, before any worker process starts
+        from ptxtool.toolchain.compile import cache_dir
+
+        cache_dir()
 
 
 # ---------------------------------------------------------------- parse
@@ -572,6 +611,8 @@ def inspect_command(
     if svg and len(drawn) > 1:
         names = ", ".join(k.name for _, k in drawn)
         raise click.UsageError(f"--svg draws one kernel: choose it with --kernel ({names})")
+    for warning in checks.unmatched(limits, reports) if limits and reports and not failures else ():
+        console.print(f"warning: {warning}", markup=False, highlight=False)
     violations = (checks.check_budget(limits, reports) if limits else []) + (
         checks.check_baseline(before, baseline, reports) if before else []
     )
@@ -828,7 +869,7 @@ def lint_command(
             click.echo(f"{r.id}  {r.name:26} {r.severity:8} {r.summary}")
         return
     if not files:
-        raise click.UsageError("give FILE... to lint (or --explain ID, --list-rules)")
+        raise click.UsageError("give FILE... to lint, - to read standard input (or --explain ID, --list-rules)")
     if as_json and sarif:
         raise click.UsageError("--json and --sarif are two formats of one report: choose one")
     pyproject = find_pyproject()
@@ -865,17 +906,19 @@ def lint_command(
         console.print(f"{where}: notice: {message}", markup=False, highlight=False)
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "note")}
     detail = ", ".join(f"{n} {s}{'s' * (n != 1)}" for s, n in counts.items() if n)
-    checked = sum(1 for r in results if r.checked and not r.errors)
+    checked = sum(1 for r in results if r.checked and (r.findings or not r.errors))  # rules ran, ptxas may not
     unread = sum(1 for r in results if r.errors)
-    skipped = len(results) - checked - unread
+    skipped = sum(1 for r in results if not r.checked)
     console.print(
         f"{len(findings)} finding{'s' * (len(findings) != 1)}{f' ({detail})' if detail else ''} in {checked} "
         f"file{'s' * (checked != 1)}"
         + (f"; {skipped} not checked" if skipped else "")
-        + (f"; {unread} could not be read or parsed" if unread else ""),
+        + (f"; {unread} could not be read, parsed or assembled" if unread else ""),
         markup=False,
         highlight=False,
     )
+    if skipped:  # never 0 for a file nobody checked: the notice says what the environment lacks
+        sys.exit(EXIT_ENVIRONMENT)
     if unread:
         sys.exit(EXIT_INPUT)
     if any(fails(settings, f.severity) for f in findings):

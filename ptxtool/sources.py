@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxtool.errors import Diagnostic, InputError, Location
+from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.syntax import ParseError, ast, parse
 
 STDIN = "-"
@@ -81,10 +83,56 @@ def _umask() -> int:
     return mask
 
 
+_STANDARD_STREAMS = {"/dev/stdout": 1, "/dev/fd/1": 1, "/proc/self/fd/1": 1, "/dev/stderr": 2, "/dev/fd/2": 2}
+
+
+def _refuse_read_only(path: str, target: Path) -> None:
+    """Refuse to replace a file its owner made read-only: the rename would bypass the mode `open` honours. Root
+    passes the kernel's check on any file, so for root a file with no write bit at all counts as read-only too."""
+    mode = target.stat().st_mode
+    if os.access(target, os.W_OK) and not (os.geteuid() == 0 and not mode & 0o222):
+        return
+    raise InputError.at(
+        path,
+        f"read-only file (mode {mode & 0o7777:04o}): not replaced (make it writable, e.g. `chmod u+w`, to let "
+        "ptxtool rewrite it)",
+    )
+
+
+def _write_stream(path: str, text: str) -> None:
+    """Write to a device, a FIFO or a standard stream where it is: such a file is never replaced by a rename."""
+    stream = _STANDARD_STREAMS.get(path)
+    try:
+        if stream is not None:
+            out = sys.stdout if stream == 1 else sys.stderr
+            out.write(text)
+            out.flush()
+            return
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EnvironmentProblem(f"{path}: cannot write: {error.strerror} (disk full)") from None
+        raise InputError.at(path, f"cannot write: {error.strerror or error}") from None
+
+
 def write_atomic(path: str, text: str) -> None:
-    """Replace a file's contents all at once: a crash leaves the old file or the new one, never half of one."""
+    """Write an output file: a regular file is replaced all at once (a crash leaves the old file or the new one, never
+    half of one); a device (/dev/null), a FIFO or /dev/stdout is written where it is."""
+    if path in _STANDARD_STREAMS:
+        return _write_stream(path, text)
     target = Path(os.path.realpath(path))  # through a symbolic link: rewrite the file it points to, keep the link
-    mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()  # a new file: as `open` makes it
+    try:
+        info = target.stat()
+    except OSError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError.at(path, "is a directory: give a file name to write")
+        return _write_stream(path, text)
+    if info is not None:
+        _refuse_read_only(path, target)
+    mode = info.st_mode & 0o7777 if info is not None else 0o666 & ~_umask()  # a new file: as `open` makes it
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
     except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
@@ -94,6 +142,11 @@ def write_atomic(path: str, text: str) -> None:
             f.write(text)
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, target)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EnvironmentProblem(f"{path}: cannot write: {error.strerror} (disk full)") from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -306,13 +306,14 @@ def test_arch_typo_is_a_usage_error_before_any_work(command, tmp_path):
 
 
 def test_lint_says_why_nvcc_could_not_compile_a_cu_file(tmp_path):
-    """nvcc is there but the compile fails for want of a header: the notice says so, not 'nvcc is not available'."""
+    """nvcc is there but the compile fails for want of a system header: the notice says so, not 'nvcc is not
+    available', and the exit code is the environment's (3), never 0 for a file nobody checked."""
     source = tmp_path / "k.cu"
     source.write_text("#include <no_such_header_ptxtool.h>\n__global__ void k(float *x) { x[threadIdx.x] = 1; }\n")
     result = run("lint", str(source))
-    assert result.exit_code == 0 and "1 not checked" in result.stderr
-    assert f"notice: not checked: nvcc could not compile {source}" in result.stderr
-    assert "no_such_header_ptxtool.h" in result.stderr and "nvcc is not available" not in result.stderr
+    assert result.exit_code == 3 and "0 findings in 0 files; 1 not checked" in result.stderr
+    assert f"notice: not checked: nvcc could not compile {source}: {source}:1: no_such_header" in result.stderr
+    assert "nvidia-cuda-cccl>=13,<14" in result.stderr and "nvcc is not available" not in result.stderr
 
 
 def test_an_endless_input_is_refused_without_reading_it_all() -> None:

@@ -220,7 +220,7 @@ def test_cuda_sources_without_nvcc(tmp_path: Path) -> None:
     source.write_text("__global__ void k() {}\n")
     env = {"PTXTOOL_NVCC": "/nonexistent/nvcc"}
     result = lint(str(source), env=env)
-    assert result.exit_code == 0 and "notice: not checked: nvcc is not available" in result.stderr
+    assert result.exit_code == 3 and "notice: not checked: nvcc is not available" in result.stderr
     assert "1 not checked" in result.stderr
     assert lint("--require-nvcc", str(source), env=env).exit_code == 3
     (tmp_path / "k2.cu").write_text(source.read_text())

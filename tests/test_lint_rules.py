@@ -72,9 +72,14 @@ def test_polling_loops_in_nvcc_output() -> None:
 
 
 def test_local_arrays_in_nvcc_output() -> None:
+    """ptxas decides: 'local_array' has a depot and 17 ld.local/st.local in the PTX, but ptxas keeps the array in
+    registers (no stack frame, no LDL/STL in its SASS), so only 'hello' (a 24-byte frame, 3 LDL/STL) is reported.
+    Without ptxas the PTX alone decides and both are."""
     found = findings(SAMPLES / "control.sm80.ptx", "PTX007")
-    assert [f.line for f in found] == [385, 407, 570, 589]
-    assert "17 ld.local/st.local in 'local_array'" in found[1].message
+    assert [f.line for f in found] == [570, 589]
+    assert "3 ld.local/st.local in 'hello'" in found[1].message
+    static = findings(SAMPLES / "control.sm80.ptx", "PTX007", ptxas=False)
+    assert [f.line for f in static] == [385, 407, 570, 589]
 
 
 def test_warp_specialized_hopper_kernel_is_clean() -> None:

@@ -89,9 +89,9 @@ def test_fmt_hook_checks_ptx_files_only(hooks: dict[str, str]) -> None:
     assert "would reformat bad.ptx" in fmt and "would reformat 1 of 3 files" in fmt
 
 
-def test_lint_hook_reports_findings_and_skips_cuda_without_nvcc(hooks: dict[str, str]) -> None:
+def test_lint_hook_reports_findings_and_fails_on_cuda_without_nvcc(hooks: dict[str, str]) -> None:
     lint = hooks["ptxtool-lint"]
-    assert "Failed" in lint and "exit code: 1" in lint
+    assert "Failed" in lint and "exit code: 3" in lint  # a file nobody checked is the environment's failure
     assert re.search(r"^spin\.ptx:\d+:\d+: PTX004 warning: loop polls", lint, re.M), lint
     assert re.search(r"^pressure\.ptx:\d+:1: PTX008 warning: ptxas: Registers are spilled", lint, re.M), lint
     assert "k.cu: notice: not checked: nvcc is not available" in lint and "1 not checked" in lint
@@ -129,5 +129,5 @@ def test_hook_entry_requires_nvcc_when_configured(tmp_path: Path) -> None:
 def test_hook_entry_passes_options_and_files_through(tmp_path: Path) -> None:
     shutil.copy(DATA / "PTX007_fires.ptx", tmp_path / "a.ptx")
     done = hook("lint", "--select", "PTX007", "--no-ptxas", "a.ptx", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout.startswith("a.ptx:8:2: PTX007 warning:")
+    assert done.returncode == 1 and done.stdout.startswith("a.ptx:9:2: PTX007 warning:")
     assert hook(cwd=tmp_path).returncode == 2

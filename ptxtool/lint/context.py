@@ -11,7 +11,7 @@ from ptxtool.syntax import ast
 if TYPE_CHECKING:
     from ptxtool.analysis.cfg import CFG
     from ptxtool.analysis.memory import MemoryFacts
-    from ptxtool.toolchain.resources import ToolWarning
+    from ptxtool.toolchain.resources import FunctionResources, ToolWarning
 
 
 @dataclass
@@ -20,6 +20,7 @@ class Context:
 
     module: ast.Module
     ptxas_warnings: list[ToolWarning] | None = None
+    ptxas_functions: dict[str, FunctionResources] | None = None  # ptxas -v per function, beside its warnings
     options: dict = field(default_factory=dict)
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _memory: dict[str, MemoryFacts] = field(default_factory=dict)

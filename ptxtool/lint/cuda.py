@@ -4,6 +4,7 @@ user's `.cu`/`.cuh` file (its `.loc` directives), so that findings and suppressi
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -71,6 +72,20 @@ class LineMap:
                 _, line, column = marks[max(at, 0)]
                 return line, column
         return 0, 0
+
+
+_AT_LINE = re.compile(r"\bat line (\d+)")
+
+
+def cuda_lines(message: str, lines: LineMap) -> str:
+    """A rule's message with the PTX lines it names (`branch ... at line 38`) told as the CUDA lines they came from
+    (`at line 5 (PTX line 38)`), where the PTX has a mark for them."""
+
+    def at(match: re.Match[str]) -> str:
+        line = lines.find(int(match.group(1)))[0]
+        return f"at line {line} (PTX line {match.group(1)})" if line else f"at PTX line {match.group(1)}"
+
+    return _AT_LINE.sub(at, message)
 
 
 def line_map(module: ast.Module, path: str) -> LineMap:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.linear import Op
+from ptxtool.syntax import ast
 
 # special registers whose value differs between the threads of one CTA
 THREAD_SPECIAL = ("%tid", "%laneid", "%warpid", "%lanemask_")
@@ -64,6 +65,85 @@ class ThreadDependence:
 
     def any_used(self, op: Op) -> bool:
         return any(self.used(op, key) for key in op.uses)
+
+
+_UNIFORM = "uniform"  # an operand the same in every thread of the CTA
+_PENDING = "pending"  # a base not known yet in the optimistic iteration: agrees with any other
+_INTEGER = frozenset(("u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64", "b64"))
+
+
+class ThreadOffsets:
+    """Per thread-dependent definition, the thread-dependent value it equals up to a CTA-uniform offset (its
+    'base'): `%tid.x + n` and `%tid.x + 32*k` (a loop's `i += 32` from `i = %tid.x`) share the base %tid.x, so
+    comparing them gives every thread the same answer: the trip count of `for (i = tid; i < tid + n; i += 32)`.
+    Bases are found optimistically to a fixed point through loops; a definition of any other kind is its own base.
+    Wrap-around is not modelled (`x + u < y + u` may differ from `x < y` where a sum overflows)."""
+
+    def __init__(self, cfg: CFG, varying: ThreadDependence) -> None:
+        self.ops = cfg.linear.ops
+        self.varying = varying
+        self.base: dict[tuple[int, str], object] = dict.fromkeys(varying.varying, _PENDING)
+        for _ in range(2 * len(self.base) + 2):  # each base changes at most twice: pending -> a base -> unknown
+            changed = False
+            for at, reg in sorted(self.base):
+                value = self._define(self.ops[at], reg)
+                if self.base[(at, reg)] != value:
+                    self.base[(at, reg)] = value
+                    changed = True
+            if not changed:
+                break
+
+    def _operand(self, op: Op, position: int) -> object:
+        """The base of a source operand: _UNIFORM, a thread special register, a definition's base, or None."""
+        operand = op.instruction.operands[position]
+        if isinstance(operand, ast.Immediate):
+            return _UNIFORM
+        key = op.keys[position] if position < len(op.keys) else None
+        if key is None:
+            names = list(isa.operand_names(operand))
+            if len(names) != 1:
+                return None
+            return ("special", names[0].text) if names[0].text.startswith(THREAD_SPECIAL) else _UNIFORM
+        if not self.varying.used(op, key):
+            return _UNIFORM
+        found = {self.base.get((d, key), _UNIFORM) for d in self.varying.chains.defs_of.get((op.index, key), ())}
+        found.discard(_PENDING)
+        if not found:
+            return _PENDING
+        return found.pop() if len(found) == 1 else None
+
+    def _define(self, op: Op, reg: str) -> object:
+        i = op.instruction
+        own = ("def", op.index, reg)
+        if op.guarded or len(i.operands) < 2 or op.keys[:1] != (reg,) or (i.modifiers or ("",))[-1] not in _INTEGER:
+            return own
+        sources = [self._operand(op, n) for n in range(1, len(i.operands))]
+        if i.opcode == "mov" and len(sources) == 1:
+            found = sources[0]
+        elif i.opcode == "add" and len(sources) == 2 and _UNIFORM in sources:
+            found = sources[1] if sources[0] == _UNIFORM else sources[0]
+        elif i.opcode == "sub" and len(sources) == 2 and sources[1] == _UNIFORM:
+            found = sources[0]
+        else:
+            return own
+        return own if found in (None, _UNIFORM) else found
+
+    def divergent_guard(self, op: Op) -> bool:
+        """Whether an op's guard predicate may differ between threads: thread-dependent, and not set by comparisons
+        of values with the same base."""
+        key = guard(op)
+        if not self.varying.used(op, key):
+            return False
+        defs = [d for d in self.varying.chains.defs_of.get((op.index, key), ()) if (d, key) in self.varying.varying]
+        return not all(self.same_for_all(self.ops[d]) for d in defs)
+
+    def same_for_all(self, setp: Op) -> bool:
+        """Whether a `setp` compares two thread-dependent values of the same base: a CTA-uniform answer."""
+        i = setp.instruction
+        if i.opcode != "setp" or len(i.operands) != 3 or setp.guarded:
+            return False
+        a, b = self._operand(setp, 1), self._operand(setp, 2)
+        return a == b and a not in (None, _UNIFORM, _PENDING)
 
 
 def post_dominators(cfg: CFG) -> list[int]:

@@ -37,6 +37,7 @@ class Rule:
     check: Check
     options: dict = field(default_factory=dict)
     needs_ptxas: bool = False
+    asks_ptxas: bool = False  # uses ptxas's answers when there are any, and decides from the PTX alone otherwise
 
     @property
     def summary(self) -> str:
@@ -50,12 +51,20 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, name: str, severity: str, *, options: dict | None = None, needs_ptxas: bool = False):
+def rule(
+    rule_id: str,
+    name: str,
+    severity: str,
+    *,
+    options: dict | None = None,
+    needs_ptxas: bool = False,
+    asks_ptxas: bool = False,
+):
     """Register a check function as rule `rule_id`; ids are stable and never reused."""
     assert severity in SEVERITIES and rule_id not in RULES
 
     def register(check: Check) -> Check:
-        RULES[rule_id] = Rule(rule_id, name, severity, check, dict(options or {}), needs_ptxas)
+        RULES[rule_id] = Rule(rule_id, name, severity, check, dict(options or {}), needs_ptxas, asks_ptxas)
         return check
 
     return register

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.lint.context import Context
-from ptxtool.lint.cuda import LineMap, cuda_to_ptx, line_map
+from ptxtool.lint.cuda import LineMap, cuda_lines, cuda_to_ptx, line_map
 from ptxtool.lint.registry import Rule
 from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
@@ -71,25 +71,30 @@ def _cuda_source(path: str, settings: Settings) -> Source | str:
         return f"not checked: {problem}"
 
 
-def _ptxas_warnings(source: Source, module: ast.Module, settings: Settings, result: FileResult):
-    """ptxas's warnings for the file, or None after a notice saying why they are unavailable."""
+def _ptxas(source: Source, module: ast.Module, settings: Settings):
+    """What ptxas made of the file (its warnings and resources), or the error that says why there is nothing."""
     from ptxtool.toolchain.compile import compile_ptx, target_arch
 
     try:
         arch = target_arch(module.targets, source.display, settings.arch)
-        return compile_ptx(source.text, source.display, arch).warnings
-    except EnvironmentProblem as problem:
-        result.notices.append(f"ptxas rules skipped: {problem}")
-    except InputError as error:
-        explained = {f.line for f in result.findings}
-        if all(d.location.line in explained for d in error.diagnostics):
-            result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
-        elif any(_UNSUPPORTED_TARGET in d.message for d in error.diagnostics):
-            target = settings.arch or module.targets[0]
-            result.notices.append(f"this ptxas cannot assemble for {target}; ptxas rules skipped")
-        else:
-            result.errors.extend(error.diagnostics)
-    return None
+        return compile_ptx(source.text, source.display, arch)
+    except (EnvironmentProblem, InputError) as error:
+        return error
+
+
+def _ptxas_failed(error: EnvironmentProblem | InputError, module: ast.Module, settings: Settings, result: FileResult):
+    """Why the ptxas rules did not run: a notice, or ptxas's errors where no finding explains them."""
+    if isinstance(error, EnvironmentProblem):
+        result.notices.append(f"ptxas rules skipped: {error}")
+        return
+    explained = {f.line for f in result.findings}
+    if all(d.location.line in explained for d in error.diagnostics):
+        result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
+    elif any(_UNSUPPORTED_TARGET in d.message for d in error.diagnostics):
+        target = settings.arch or module.targets[0]
+        result.notices.append(f"this ptxas cannot assemble for {target}; ptxas rules skipped")
+    else:
+        result.errors.extend(error.diagnostics)
 
 
 def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineMap, list[str]] | None) -> list[Finding]:
@@ -102,7 +107,8 @@ def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineM
             continue
         lines, text = cuda[0].find(hit.line), cuda[1]  # generated PTX: point into the CUDA file, quote the PTX
         ptx = text[hit.line - 1].strip() if 0 < hit.line <= len(text) else ""
-        message = f"{hit.message} [generated PTX line {hit.line}: {ptx}]" if ptx else hit.message
+        told = cuda_lines(hit.message, cuda[0])
+        message = f"{told} [generated PTX line {hit.line}: {ptx}]" if ptx else told
         out.append(Finding(path, *lines, r.id, r.name, severity, message))
     return out
 
@@ -125,16 +131,20 @@ def lint_file(path: str, settings: Settings) -> FileResult:
     rules = active_rules(settings)
     ctx = Context(module)
     lines = (line_map(module, path), source.text.splitlines()) if generated else None
+    asking = settings.ptxas and any(r.needs_ptxas or r.asks_ptxas for r in rules)
+    compiled = _ptxas(source, module, settings) if asking else None
+    if compiled is not None and not isinstance(compiled, Exception):
+        ctx.ptxas_warnings, ctx.ptxas_functions = compiled.warnings, compiled.functions
     for r in rules:
         if r.needs_ptxas:
             continue
         result.findings.extend(_run(r, ctx, settings, result.path, lines))
     tool_rules = [r for r in rules if r.needs_ptxas]
-    if tool_rules and settings.ptxas:
-        ctx.ptxas_warnings = _ptxas_warnings(source, module, settings, result)
-        if ctx.ptxas_warnings is not None:
-            for r in tool_rules:
-                result.findings.extend(_run(r, ctx, settings, result.path, lines))
+    if tool_rules and isinstance(compiled, Exception):
+        _ptxas_failed(compiled, module, settings, result)
+    elif tool_rules and compiled is not None:
+        for r in tool_rules:
+            result.findings.extend(_run(r, ctx, settings, result.path, lines))
     silenced = cuda_suppressions(Path(path).read_text(errors="replace")) if generated else suppressions(module)
     kept = [f for f in result.findings if not silenced.silenced(f.rule, f.line)]
     result.findings = sorted(kept, key=lambda f: (f.line, f.column, f.rule))

@@ -2,7 +2,8 @@
 are relocatable-mode numbers), keeping ptxas's `-v` report and mapping its errors back to the input's lines.
 
 Results are cached by content hash (ptxas path and version, options, PTX text) under `$PTXTOOL_CACHE_DIR`
-(default `~/.cache/ptxtool`); `PTXTOOL_CACHE_DIR=off` turns the cache off.
+(default `~/.cache/ptxtool`); `PTXTOOL_CACHE_DIR=off` turns the cache off, and a directory that cannot be used (no
+home, read-only) turns it off with one warning.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
-from ptxtool.toolchain.discover import find_tool, run_tool
+from ptxtool.toolchain.discover import Tool, find_tool, run_tool
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning, parse_verbose, parse_warnings
 
 BACKENDS = ("ptxas", "nvjitlink")
@@ -25,8 +27,9 @@ _MESSAGE = re.compile(r"^ptxas (?:.*?, line (\d+); )?(error|warning|fatal)\s*: (
 _AT_LINE = re.compile(r"at line (\d+)")
 _UNRESOLVED = "Unresolved extern function"
 _TARGET = re.compile(r"^sm_\d+[af]?$")
-_OLD_TARGET = "is not defined for option 'gpu-name'"  # a .target this ptxas dropped (CUDA 13: below sm_75)
-_OLD_TARGET_HINT = " (this ptxas does not assemble for that target; the PTX runs on newer GPUs: give --arch sm_75)"
+_UNKNOWN_TARGET = "is not defined for option 'gpu-name'"  # a target ptxas does not know (sm_99) or dropped (sm_52)
+_NEWER_TARGET = "SM version specified by .target is higher than default SM version assumed"
+_TARGET_LINE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
 
 @dataclass
@@ -53,7 +56,29 @@ def target_arch(targets: tuple[str, ...], path: str, override: str | None = None
     return arch
 
 
-def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
+def _unknown_target_hint(arch: str) -> str:
+    """What to give instead of a target this ptxas does not take: the targets it does (it is asked, not a table)."""
+    from ptxtool.toolchain.discover import ptxas_support
+
+    try:
+        targets = ptxas_support(find_tool("ptxas"))[1]
+    except EnvironmentProblem:
+        return ""
+    if not targets:
+        return ""
+    taken = f"this ptxas assembles for {', '.join(targets)}"
+    oldest = targets[0]
+    if _target_number(arch) < _target_number(oldest):
+        return f" ({taken}; the PTX runs on newer GPUs: give --arch {oldest})"
+    return f" ({taken}: give one of them with --arch)"
+
+
+def _target_number(target: str) -> int:
+    digits = re.match(r"sm_(\d+)", target)
+    return int(digits.group(1)) if digits else 0
+
+
+def _diagnostics(log: str, path: str, text: str, arch: str) -> list[Diagnostic]:
     lines = text.splitlines()
     found = []
     for raw in log.splitlines():
@@ -61,21 +86,82 @@ def _diagnostics(log: str, path: str, text: str) -> list[Diagnostic]:
         if not match or match.group(3) == "Ptx assembly aborted due to errors":
             continue
         line = int(match.group(1) or (_AT_LINE.search(match.group(3)) or [0, 0])[1])
+        message = f"ptxas: {match.group(3)}"
+        if _UNKNOWN_TARGET in message:
+            message += _unknown_target_hint(arch)
+        elif _NEWER_TARGET in message and (target := _TARGET_LINE.search(text)):
+            line = text.count("\n", 0, target.start()) + 1
+            message = (
+                f"the module's .target {target.group(1)} is newer than the target assembled for, {arch}: ptxas does "
+                f"not assemble PTX for an older GPU than it targets (give --arch {target.group(1)} or a newer one, "
+                "or no --arch)"
+            )
         source = lines[line - 1] if 0 < line <= len(lines) else ""
         severity = "warning" if match.group(2) == "warning" else "error"
-        hint = _OLD_TARGET_HINT if _OLD_TARGET in match.group(3) else ""
-        found.append(Diagnostic(Location(path, line, 0, source), f"ptxas: {match.group(3)}{hint}", severity))
+        found.append(Diagnostic(Location(path, line, 0, source), message, severity))
     return found
 
 
+_UNUSABLE: dict[Path, str] = {}  # cache directories found unusable in this process (and its forked workers): why
+_USABLE: set[Path] = set()  # and those found usable (checked once: a probe file per compile would be waste)
+
+
+def _usable(directory: Path) -> str | None:
+    """Why a cache directory cannot be used (None: it can): it must exist or be creatable, and take a new file."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def cache_dir() -> Path | None:
-    """Where compiled and disassembled results are kept, or None when caching is off."""
+    """Where compiled and disassembled results are kept, or None when caching is off or the directory is unusable
+    (no home, a path under a file, read-only): the cache is an optimization, so that is one warning, not a failure."""
     setting = os.environ.get("PTXTOOL_CACHE_DIR")
     if setting == "off":
         return None
     if setting:
-        return Path(setting)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
+        directory = Path(setting)
+    else:
+        try:
+            directory = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
+        except RuntimeError:  # no $HOME and no home in the password database
+            return _unusable(Path("~/.cache/ptxtool"), "no home directory")
+    if directory in _UNUSABLE:
+        return None
+    if directory not in _USABLE:
+        problem = _usable(directory)
+        if problem:
+            return _unusable(directory, problem)
+        _USABLE.add(directory)
+    return directory
+
+
+def _unusable(directory: Path, why: str) -> None:
+    """Say once per process that the cache is off, and why."""
+    if directory not in _UNUSABLE:
+        _UNUSABLE[directory] = why
+        print(
+            f"warning: cache directory {directory} unusable ({why}): running without the cache "
+            "(set PTXTOOL_CACHE_DIR to a writable directory, or to off)",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _store(cache: Path, name: str, data: bytes) -> None:
+    """Put one result in the cache all at once (a reader never sees half of it); a failure only turns the cache off."""
+    partial = cache / f".{name}.{os.getpid()}.tmp"
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, cache / name)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        _unusable(cache, error.strerror or str(error))
 
 
 def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[bytes, str, bool, bool]:
@@ -84,8 +170,11 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
     key = hashlib.sha256("\0".join([ptxas.path, ptxas.version, arch, *options, text]).encode()).hexdigest()
     cache = cache_dir()
     if cache and (cache / f"{key}.cubin").is_file():
-        meta = json.loads((cache / f"{key}.json").read_text())
-        return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True
+        try:
+            meta = json.loads((cache / f"{key}.json").read_text())
+            return (cache / f"{key}.cubin").read_bytes(), meta["log"], meta["relocatable"], True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # unreadable or damaged entry: compile again and replace it
     name = Path(path).name if path and not path.startswith("<") else "input.ptx"
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         source, cubin = Path(tmp) / name, Path(tmp) / "out.cubin"
@@ -99,19 +188,16 @@ def _run_ptxas(text: str, path: str, arch: str, options: list[str]) -> tuple[byt
                 break
             relocatable = True
         if done.returncode != 0:
-            diagnostics = _diagnostics(log, path, text)
+            diagnostics = _diagnostics(log, path, text, arch)
             if not diagnostics:
                 raise EnvironmentProblem(
                     f"ptxas at {ptxas.path} failed (exit {done.returncode}) without saying why: {log.strip()[:200]}"
                 )
             raise InputError([d for d in diagnostics if d.severity == "error"] or diagnostics)
         data = cubin.read_bytes()
-    if cache:
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / f"{key}.json").write_text(json.dumps({"log": log, "relocatable": relocatable}))
-        partial = cache / f".{key}.{os.getpid()}.tmp"
-        partial.write_bytes(data)
-        os.replace(partial, cache / f"{key}.cubin")
+    if cache:  # the log first: a reader looks for the cubin, then reads the log beside it
+        _store(cache, f"{key}.json", json.dumps({"log": log, "relocatable": relocatable}).encode())
+        _store(cache, f"{key}.cubin", data)
     return data, log, relocatable, False
 
 
@@ -146,7 +232,7 @@ def _run_nvjitlink(text: str, path: str, arch: str, options: list[str]) -> tuple
             nvjitlink.complete(handle)
         except nvjitlink.nvJitLinkError:
             log = log_of(nvjitlink.get_error_log_size, nvjitlink.get_error_log)
-            raise InputError(_diagnostics(log, path, text) or [Diagnostic(Location(path), log.strip())]) from None
+            raise InputError(_diagnostics(log, path, text, arch) or [Diagnostic(Location(path), log.strip())]) from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
         return bytes(cubin), log_of(nvjitlink.get_info_log_size, nvjitlink.get_info_log)
@@ -172,31 +258,54 @@ def compile_ptx(
     return Compiled(cubin, arch, backend, log, relocatable, cached, parse_verbose(log), parse_warnings(log))
 
 
-_NVCC_MESSAGE = re.compile(r"^(.*?)\((\d+)\): (error|warning)\s*: (.*)$")
+# nvcc's front end: `k.cu(12): error: ...`; the host preprocessor and compiler: `k.cu:12:10: fatal error: ...`
+_NVCC_MESSAGE = re.compile(r"^(.*?)(?:\((\d+)\)|:(\d+):\d+): (error|warning|fatal error)\s*: (.*)$")
+_SYSTEM_INCLUDE = re.compile(r"^\s*#\s*include\s*<")
+_HEADER_SOURCES = ("site-packages", "conda", "CUDA_PATH")
+_CCCL_HINT = "`pip install 'nvidia-cuda-cccl>=13,<14'` brings the CUDA C++ headers (cuda/std, cub, thrust)"
+
+
+def _cccl_include(nvcc: Tool) -> list[str]:
+    """`-isystem DIR` for the CUDA C++ headers when cuda-pathfinder finds them somewhere nvcc does not look itself
+    (nvcc's profile adds its own `include/cccl`, where the nvidia-cuda-cccl wheel puts them beside the nvcc wheel)."""
+    if (Path(nvcc.path).resolve().parent.parent / "include" / "cccl").is_dir():
+        return []
+    try:
+        from cuda.pathfinder import locate_nvidia_header_directory
+
+        found = locate_nvidia_header_directory("cccl")
+    except Exception:  # noqa: BLE001 - an old or absent cuda-pathfinder: nvcc keeps its own search
+        return []
+    # wheels, conda or $CUDA_PATH only: headers of a system CUDA of another version would not match this nvcc
+    return ["-isystem", found.abs_path] if found and found.found_via in _HEADER_SOURCES else []
 
 
 def cuda_to_ptx(path: str, arch: str | None) -> str:
-    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default); errors at the .cu lines."""
+    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default). The file's faults (a syntax error, a
+    missing `#include "local.h"`) are InputError at its lines; a missing system header or compiler is the
+    environment's (EnvironmentProblem)."""
     nvcc = find_tool("nvcc")
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         out = Path(tmp) / "out.ptx"
-        done = run_tool(nvcc, ["-ptx", *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)])
+        args = ["-ptx", *_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)]
+        done = run_tool(nvcc, args)
         if done.returncode == 0:
             return out.read_text()
     log = done.stdout + done.stderr
     lines = Path(path).read_text(errors="replace").splitlines()
-    diagnostics = [
-        Diagnostic(
-            Location(path, int(m.group(2)), 0, lines[int(m.group(2)) - 1] if int(m.group(2)) <= len(lines) else ""),
-            f"nvcc: {m.group(4)}",
-            m.group(3),
-        )
-        for m in map(_NVCC_MESSAGE.match, log.splitlines())
-        if m
-    ]
+    diagnostics = []
+    for m in map(_NVCC_MESSAGE.match, log.splitlines()):
+        if not m:
+            continue
+        number = int(m.group(2) or m.group(3))
+        text = lines[number - 1] if 0 < number <= len(lines) else ""
+        if "No such file or directory" in m.group(5) and _SYSTEM_INCLUDE.match(text):
+            raise EnvironmentProblem(f"nvcc could not compile {path}: {path}:{number}: {m.group(5)}; {_CCCL_HINT}")
+        severity = "warning" if m.group(4) == "warning" else "error"
+        diagnostics.append(Diagnostic(Location(path, number, 0, text), f"nvcc: {m.group(5)}", severity))
     if not any(d.severity == "error" for d in diagnostics):
         raise EnvironmentProblem(
             f"nvcc could not compile {path} (exit {done.returncode}): {log.strip()[:300]}; nvcc needs a host C++ "
-            "compiler (g++) and the CUDA headers (`pip install nvidia-cuda-cccl`)"
+            f"compiler (g++), and {_CCCL_HINT}"
         )
     raise InputError([d for d in diagnostics if d.severity == "error"])

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ptxtool import isa
+from ptxtool.analysis.cfg import CFG
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import ThreadDependence, divergent_region, guard, post_dominators
+from ptxtool.lint.divergence import ThreadDependence, ThreadOffsets, divergent_region, post_dominators
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
@@ -24,6 +25,28 @@ def _full_barrier(i: ast.Instruction) -> bool:
     return plain is not None and len(i.operands) <= plain
 
 
+def _barrier_id(i: ast.Instruction) -> str:
+    """The barrier a full barrier waits at, as written (`0`, `1`, or a register): same text, same barrier."""
+    return i.operands[0].text if i.operands else "0"
+
+
+def _each_side_arrives(cfg: CFG, branch_block: int, joins: int, barrier: str, at_block: dict[int, list]) -> bool:
+    """Whether each side of the branch holds a full barrier `barrier` before the sides join: the warp-specialized
+    idiom, each warpgroup reaching `bar.sync 1` on its own branch (in its own loop of a uniform trip count)."""
+    for side in cfg.blocks[branch_block].successors:
+        stack, seen, found = [side], set(), False
+        while stack and not found:
+            b = stack.pop()
+            if b in seen or (joins >> b) & 1:
+                continue
+            seen.add(b)
+            found = any(_barrier_id(op.instruction) == barrier and not op.guarded for op in at_block.get(b, ()))
+            stack.extend(cfg.blocks[b].successors)
+        if not found:
+            return False
+    return True
+
+
 @rule("PTX002", "divergent-barrier", "error")
 def divergent_barrier(ctx: Context) -> Iterator[Hit]:
     """A bar.sync/barrier.sync (or bar.red) that only some threads of the CTA may reach.
@@ -36,7 +59,11 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
     reported when it lies between such a branch and the point where both paths join again (its post-dominator),
     or when its own guard is thread-dependent. An early `ret` of some threads before the barrier counts too.
     Not reported: `bra.uni`, branches on uniform values (%ctaid, parameters), and barriers with an explicit thread
-    count (`bar.sync 1, 128`), the named-barrier idiom of warp-specialized kernels.
+    count (`bar.sync 1, 128`), the named-barrier idiom of warp-specialized kernels; a branch each of whose sides
+    holds a barrier of the same id before the sides join (each warpgroup calls `bar.sync 1` on its own branch, in
+    loops of the same uniform trip count: all threads still arrive), unless a side loops back to the branch; and
+    a comparison of two thread-dependent values that differ by a CTA-uniform amount (`i < tid + n` for `i`
+    stepping from `tid`: the trip count is the same in every thread).
 
         setp.lt.u32 %p1, %r_tid, 32;
         @%p1 bra DONE;
@@ -50,9 +77,11 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
         if not barriers:
             continue
         varying = ThreadDependence(cfg)
+        offsets = ThreadOffsets(cfg, varying)
+        divergent = offsets.divergent_guard
         reported: set[int] = set()
         for op in barriers:
-            if varying.used(op, guard(op)):
+            if divergent(op):
                 reported.add(op.index)
                 predicate = op.instruction.guard.predicate.text
                 yield Hit(
@@ -63,7 +92,7 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
             for op in ops
             if isa.family(op.instruction) in ("bra", "brx.idx")
             and "uni" not in op.instruction.modifiers
-            and (varying.used(op, guard(op)) or (op.instruction.opcode == "brx" and varying.any_used(op)))
+            and (divergent(op) or (op.instruction.opcode == "brx" and varying.any_used(op)))
         ]
         if not branches:
             continue
@@ -72,15 +101,19 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
         for op in barriers:
             at_block.setdefault(cfg.block_of[op.index], []).append(op)
         for branch in branches:
-            for block in sorted(divergent_region(cfg, cfg.block_of[branch.index], pdom)):
+            start = cfg.block_of[branch.index]
+            region = divergent_region(cfg, start, pdom)
+            joins = pdom[start] & ~(1 << start)
+            for block in sorted(region):
                 for op in at_block.get(block, ()):
                     if op.index in reported:
                         continue
+                    barrier = _barrier_id(op.instruction)
+                    if start not in region and _each_side_arrives(cfg, start, joins, barrier, at_block):
+                        continue
                     reported.add(op.index)
                     i = branch.instruction
-                    what = (
-                        i.guard.predicate.text if varying.used(branch, guard(branch)) else f"index {i.operands[0].text}"
-                    )
+                    what = i.guard.predicate.text if divergent(branch) else f"index {i.operands[0].text}"
                     yield Hit(
                         op.line,
                         op.instruction.column,

@@ -1,4 +1,4 @@
-"""PTX007: local memory written into the PTX: `.local` variables and ld.local/st.local."""
+"""PTX007: local memory in the PTX (`.local` variables, ld.local/st.local) that ptxas keeps in the SASS."""
 
 from __future__ import annotations
 
@@ -17,23 +17,41 @@ def _statements(block: ast.Block) -> Iterator[ast.Statement]:
             yield from _statements(s)
 
 
-@rule("PTX007", "local-memory", "warning")
-def local_memory(ctx: Context) -> Iterator[Hit]:
-    """Local memory in the PTX: a `.local` variable, or ld.local/st.local instructions.
+def _debug(module: ast.Module) -> bool:
+    """`.target sm_XY, debug` (nvcc -G): every variable lives in local memory on purpose; not performance code."""
+    return "debug" in module.targets
 
-    Local memory is per-thread but lives off-chip (cached in L1/L2): a local array indexed at run time, a struct
-    whose address is taken, or `-G` code all put data there, and every access costs a memory round trip. Each
-    `.local` declaration is reported, and each function's ld.local/st.local once (at the first, with the count).
-    Spills that ptxas adds are a different matter: see PTX008.
+
+@rule("PTX007", "local-memory", "warning", asks_ptxas=True)
+def local_memory(ctx: Context) -> Iterator[Hit]:
+    """Local memory that ptxas keeps: a `.local` variable, or ld.local/st.local, in a function whose code uses it.
+
+    Local memory is per-thread but lives off-chip (cached in L1/L2): a local array indexed at run time or a struct
+    whose address is taken puts data there, and every access costs a memory round trip. ptxas is asked: a function
+    it compiles without a stack frame (ptxas -v: `0 bytes stack frame`) has no LDL/STL in its SASS, because ptxas
+    kept its arrays in registers, and is not reported. Otherwise each `.local` declaration is reported, and each
+    function's ld.local/st.local once (at the first, with the count). Not reported: modules built for debugging
+    (`.target sm_XY, debug`, nvcc -G), where everything lives in local memory on purpose. Without ptxas (missing,
+    `--no-ptxas`, or it rejects the file) the PTX alone decides. Spills that ptxas adds are PTX008's.
 
         .local .align 4 .b8 __local_depot0[64];    // PTX007
         st.local.u32 [%rd1], %r1;                  // PTX007 (first of N)
     """
-    module_locals = [i for i in ctx.module.items if isinstance(i, ast.Declaration) and i.has(".local")]
-    for declaration in module_locals:
-        names = ", ".join(d.name for d in declaration.declarators)
-        yield Hit(declaration.line, declaration.column, f"module-level .local variable {names}")
+    if _debug(ctx.module):
+        return
+    functions = ctx.ptxas_functions or {}
+
+    def kept_local(function: ast.Function) -> bool:
+        resources = functions.get(function.name)
+        return resources is None or bool(resources.stack_frame or resources.local)
+
+    if any(kept_local(f) for f in ctx.bodies()):
+        for declaration in (i for i in ctx.module.items if isinstance(i, ast.Declaration) and i.has(".local")):
+            names = ", ".join(d.name for d in declaration.declarators)
+            yield Hit(declaration.line, declaration.column, f"module-level .local variable {names}")
     for function in ctx.bodies():
+        if not kept_local(function):
+            continue
         for node in _statements(function.body):
             if isinstance(node, ast.Declaration) and node.has(".local"):
                 names = ", ".join(d.name for d in node.declarators)

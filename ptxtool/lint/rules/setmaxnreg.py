@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from math import prod
 
+from ptxtool import isa
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
@@ -15,6 +16,35 @@ WARPGROUP = 128  # threads: setmaxnreg acts on a whole warpgroup
 def _count(i: ast.Instruction) -> int | None:
     value = i.operands[0].value if i.operands and isinstance(i.operands[0], ast.Immediate) else None
     return value if isinstance(value, int) else None
+
+
+def _directives(function: ast.Function) -> dict[str, list[int]]:
+    return {d.word: [int(v.value) for v in d.values] for d in function.directives}
+
+
+def _callees(i: ast.Instruction, bodies: dict[str, ast.Function]) -> list[str]:
+    """The functions with bodies a call may reach (the callee, or each of a `.calltargets` list's)."""
+    return [n.text for operand in i.operands for n in isa.operand_names(operand) if n.text in bodies]
+
+
+def _first_use(function: ast.Function, bodies: dict[str, ast.Function], seen: set[str]) -> ast.Instruction | None:
+    """The function's first setmaxnreg, or its first call that reaches one: ptxas ignores both alike (C7508)."""
+    for i in ast.instructions(function.body):
+        if i.opcode == "setmaxnreg":
+            return i
+        if i.opcode == "call":
+            for name in _callees(i, bodies):
+                if name not in seen and _first_use(bodies[name], bodies, seen | {name}) is not None:
+                    return i
+    return None
+
+
+def entry_count_known(function: ast.Function) -> bool:
+    """Whether ptxas can fix a kernel's register count at entry, which it needs to honour setmaxnreg: `.maxnreg`, or
+    `.minnctapersm` with `.maxntid`/`.reqntid` (without them it ignores every setmaxnreg, warning C7508)."""
+    directives = _directives(function)
+    threads = directives.get(".reqntid") or directives.get(".maxntid")
+    return ".maxnreg" in directives or bool(threads and ".minnctapersm" in directives)
 
 
 @rule(
@@ -41,27 +71,29 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
         setmaxnreg.inc.sync.aligned.u32 240;   // PTX003: 128*40 + 256*240 = 66560 > 65536 registers
     """
     low, high, budget = ctx.options["min-registers"], ctx.options["max-registers"], ctx.options["register-file"]
+    bodies = {f.name: f for f in ctx.bodies()}
     for function in ctx.bodies():
         uses = [i for i in ast.instructions(function.body) if i.opcode == "setmaxnreg"]
-        if not uses:
-            continue
         for i in uses:
             n = _count(i)
             if n is not None and (n % 8 or not low <= n <= high):
                 yield Hit(i.line, i.column, f"{i.mnemonic} {n}: the count must be a multiple of 8 in [{low}, {high}]")
-        if not function.is_kernel:
+        first = _first_use(function, bodies, {function.name}) if function.is_kernel else None
+        if first is None:
             continue
-        directives = {d.word: [int(v.value) for v in d.values] for d in function.directives}
-        first = uses[0]
-        threads = directives.get(".reqntid") or directives.get(".maxntid")
-        if ".maxnreg" not in directives and not (threads and ".minnctapersm" in directives):
+        if not entry_count_known(function):
+            via = f" (through {first.mnemonic} {_callees(first, bodies)[0]})" if first.opcode == "call" else ""
             yield Hit(
                 first.line,
                 first.column,
-                f"setmaxnreg in '{function.name}' without .maxnreg or .maxntid/.reqntid + .minnctapersm: ptxas "
+                f"setmaxnreg in '{function.name}'{via} without .maxnreg or .maxntid/.reqntid + .minnctapersm: ptxas "
                 "ignores it",
             )
             continue
+        if not uses:
+            continue
+        directives = _directives(function)
+        threads = directives.get(".reqntid") or directives.get(".maxntid")
         if not threads:
             continue
         groups = max(1, prod(threads) // WARPGROUP)
