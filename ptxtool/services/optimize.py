@@ -249,7 +249,8 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     path = source.display
     arch = target_arch(module.targets, path, options.arch)
     check_passes(options.passes, path)
-    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: options.settings})
+    settings = replace(options.settings, arch=arch)  # qualifiers are checked against the target assembled for
+    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: settings})
     edits, added = _edits(module, optimized)
     units = _units(edits, reports)
     before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad

@@ -174,15 +174,21 @@ def _instruction(i: ast.Instruction) -> str:
     return text + ";"
 
 
-def _words(group: tuple) -> str:
-    """One comma-separated group of a directive's arguments: its blank-separated words."""
-    return inline(group[0]) if len(group) == 1 else " ".join(map(inline, group))
+_PLAIN = frozenset((ast.Name, ast.Immediate))
 
 
 def _directive(d: ast.Directive) -> str:
+    """`word a, b c, d`: comma-separated groups of blank-separated words (a debug section's lines: one word each)."""
     text = d.word
     if d.args:
-        text += " " + ", ".join(list(map(_words, d.args)))
+        words = []
+        for group in d.args:
+            if len(group) == 1:
+                node = group[0]
+                words.append(node.text if type(node) in _PLAIN else inline(node))
+            else:
+                words.append(" ".join(map(inline, group)))
+        text += " " + ", ".join(words)
     return text + ";" if d.semicolon else text
 
 
