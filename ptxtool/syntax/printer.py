@@ -10,6 +10,7 @@ with the block comments just before it); earlier trailing ones, which cannot sha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from ptxtool.syntax import ast
@@ -263,6 +264,8 @@ class _Writer:
                 previous = kind
                 if kind is ast.Instruction and not s.leading and not s.trailing:
                     append(inner + _instruction(s))
+                elif kind is ast.Data:
+                    self.data(s, outer, inner)
                 elif kind is ast.Block:
                     stack.append((block, depth, index, previous))
                     stack.append((s, depth + 1, 0, None))
@@ -274,6 +277,21 @@ class _Writer:
                 if block.footer:
                     self.comments(block.footer, inner)
                 self.statement("}", _Trailing(block.trailing), outer)
+
+    def data(self, d: ast.Data, outer: str, inner: str) -> None:
+        """A Data's canonical lines in one piece: data lines one level in, labels one out, as statements print."""
+        text = _DATA_LINE.sub(inner, d.text)
+        if outer:
+            text = outer + text.replace("\n", "\n" + outer)
+        if d.leading:
+            self.comments(d.leading, inner)
+        if d.trailing:
+            head, _, last = text.rpartition("\n")
+            if head:
+                self.lines.append(head)
+            self.statement(last.lstrip("\t"), _Trailing(d.trailing), last[: len(last) - len(last.lstrip("\t"))])
+        else:
+            self.lines.append(text)
 
     def _open(self, block: ast.Block, depth: int) -> None:
         if block.leading:
@@ -306,6 +324,9 @@ class _Writer:
         self.lines.append(".section " + s.name)
         self.comments(s.trailing, "")
         self.block(s.body, 0)
+
+
+_DATA_LINE = re.compile(r"^(?=\.)", re.M)  # a data line in a Data's text (a label starts with a name)
 
 
 class _Trailing:
