@@ -156,6 +156,8 @@ _FIRST_ITEM = re.compile(r"[^ \t\f\r\n]")
 _COMMA = re.compile(r"[ \t]*+,[ \t]*+")
 _WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
 _LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
+_BLANKS = re.compile(r"\s++")
+_ODD_BLANK = re.compile(r"[^\S \n]")  # a blank other than a space or a line break
 
 
 def _tokens(values) -> list[Token]:
@@ -386,7 +388,10 @@ class _Build:
 
     def i_data(self, token):
         """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        texts = list(map(str.strip, token.value[1:-1].split(",")))
+        inner = token.value[1:-1]
+        if _ODD_BLANK.search(inner):
+            inner = _BLANKS.sub("", inner)
+        texts = inner.replace(" ", "").replace("\n", "").split(",")  # no literal holds a blank: plain C loops
         nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
         node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
         self.depths[id(node)] = 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from operator import attrgetter
 
 from ptxtool.syntax import ast
 
@@ -48,6 +49,8 @@ def _binary(b: ast.Binary) -> list[Piece]:
 
 
 WRAP = 16  # initializer elements per line in a list longer than that
+_IMMEDIATES = {ast.Immediate}
+_TEXT = attrgetter("text")
 
 
 def _init_list(n: ast.InitList) -> list[Piece]:
@@ -55,8 +58,8 @@ def _init_list(n: ast.InitList) -> list[Piece]:
     items = n.items
     if len(items) <= WRAP:
         return ["{", *_seq(items), "}"]
-    if all(type(i) is ast.Immediate for i in items):  # the common case, and the large one: strings, not pieces
-        texts = [i.text for i in items]
+    if set(map(type, items)) == _IMMEDIATES:  # the common case, and the large one: strings, not pieces
+        texts = list(map(_TEXT, items))
         return ["{\n\t" + ",\n\t".join(", ".join(texts[k : k + WRAP]) for k in range(0, len(texts), WRAP)) + "\n}"]
     pieces: list[Piece] = ["{\n\t"]
     for k, item in enumerate(items):
