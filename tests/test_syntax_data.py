@@ -96,3 +96,10 @@ def test_a_large_debug_section_parses_into_constant_nodes_in_linear_time() -> No
     assert seconds(large) < 10 * max(seconds(small), 0.01) + 1.0  # ten times the lines: about ten times the time
     out = format_module(parse(large))
     assert out.count("\n\t.b8 ") == 200_000 and format_module(parse(out)) == out
+
+
+def test_single_blanks_around_commas_print_canonically() -> None:
+    text = HEAD + ".section .debug_x\n{\n.b8 1 , 2,3 ,4\n.b16 5, 6\n}\n"
+    out = format_module(parse(text))
+    assert out.endswith("{\n\t.b8 1, 2, 3, 4\n\t.b16 5, 6\n}\n")
+    assert format_module(parse(out)) == out

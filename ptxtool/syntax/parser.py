@@ -157,7 +157,6 @@ _COMMA = re.compile(r"[ \t]*+,[ \t]*+")
 _WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
 _LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
 _BLANKS = re.compile(r"\s++")
-_ODD_BLANK = re.compile(r"[^\S \n]")  # a blank other than a space or a line break
 
 
 def _tokens(values) -> list[Token]:
@@ -270,7 +269,11 @@ class _Build:
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
             canonical = "\n".join(SECTION_ITEM.findall(source))
             if "," in canonical:
-                canonical = _COMMA.sub(", ", canonical)
+                if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
+                    canonical = _COMMA.sub(",", canonical)
+                else:
+                    canonical = canonical.replace(", ", ",").replace(" ,", ",")
+                canonical = canonical.replace(",", ", ")
             if "\t" in canonical or "  " in canonical or " :" in canonical:
                 canonical = _LABEL_BLANKS.sub(":", _WORD_BLANKS.sub(r"\1 ", canonical))
             last_line = line + source.count("\n")
@@ -388,10 +391,10 @@ class _Build:
 
     def i_data(self, token):
         """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        inner = token.value[1:-1]
-        if _ODD_BLANK.search(inner):
+        inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
+        if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
             inner = _BLANKS.sub("", inner)
-        texts = inner.replace(" ", "").replace("\n", "").split(",")  # no literal holds a blank: plain C loops
+        texts = inner.split(",")
         nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
         node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
         self.depths[id(node)] = 1
