@@ -103,3 +103,20 @@ def test_single_blanks_around_commas_print_canonically() -> None:
     out = format_module(parse(text))
     assert out.endswith("{\n\t.b8 1, 2, 3, 4\n\t.b16 5, 6\n}\n")
     assert format_module(parse(out)) == out
+
+
+def test_a_numeric_initializer_wraps_every_element_in_order_at_every_length() -> None:
+    for n in (1, 15, 16, 17, 31, 32, 33, 48, 49):
+        values = [str(k * 7 % 300) for k in range(n)]
+        listed = " ,\t".join(values)  # odd blanks: the tab takes the general path
+        text = HEAD + f".global .b16 a[{n}] = {{{listed}}};\n"
+        out = format_module(parse(text))
+        body = out[out.index("{") + 1 : out.index("}")]
+        assert body.replace(",", " ").split() == values
+        rows = [row for row in body.split("\n") if row]
+        assert [len(row.split(",")) for row in rows] == (
+            [n] if n <= 16 else [17] * (len(rows) - 1) + [n - 16 * (len(rows) - 1)]
+        )
+        assert format_module(parse(out)) == out
+        declarator = parse(text).items[-1].declarators[0]
+        assert [i.text for i in declarator.init.items] == values

@@ -58,9 +58,13 @@ def _init_list(n: ast.InitList) -> list[Piece]:
     items = n.items
     if len(items) <= WRAP:
         return ["{", *_seq(items), "}"]
-    if set(map(type, items)) == _IMMEDIATES:  # the common case, and the large one: strings, not pieces
-        texts = list(map(_TEXT, items))
-        return ["{\n\t" + ",\n\t".join(", ".join(texts[k : k + WRAP]) for k in range(0, len(texts), WRAP)) + "\n}"]
+    if set(map(type, items)) == _IMMEDIATES:  # the common case, and the large one: strings, joined in C loops
+        full = len(items) - len(items) % WRAP
+        texts = map(_TEXT, items[:full])
+        rows = list(map(", ".join, zip(*[texts] * WRAP, strict=True)))  # WRAP at a time from one iterator
+        if full < len(items):
+            rows.append(", ".join(map(_TEXT, items[full:])))
+        return ["{\n\t" + ",\n\t".join(rows) + "\n}"]
     pieces: list[Piece] = ["{\n\t"]
     for k, item in enumerate(items):
         if k:
