@@ -82,7 +82,7 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
         ("section_label", s.line, s.column)
         for item in module.items
         if isinstance(item, ast.Section)
-        for s in item.body.statements
+        for s in ast.expanded(item.body.statements)
         if isinstance(s, ast.Label)
     ]
     for node in statements(module):

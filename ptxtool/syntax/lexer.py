@@ -37,6 +37,10 @@ SECTION_LINE = re.compile(
     rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
     r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
 )
+# The same without groups, for `findall` to list whole statements in one call.
+SECTION_ITEM = re.compile(
+    rf"\.b(?:8|16|32|64)[ \t]++{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+|[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:"
+)
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 
 
@@ -117,6 +121,8 @@ class PtxLexer:
         # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
         # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
         self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
+        # the same with comments before the brace (`.section /* c */ .debug_str // c`): lexed as usual, then the body
+        self.commented_body = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+{self.section_body.pattern}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
@@ -140,6 +146,8 @@ class PtxLexer:
         new_str = str.__new__
         data_list = self.data_list
         section_body = self.section_body.match
+        commented_body = self.commented_body.match
+        body_after_comments = False
         previous = ""
         position = 0
         while position is not None:
@@ -182,16 +190,23 @@ class PtxLexer:
                 last_token_line = line
                 session.prev_line = session.last_line
                 session.last_line = line
-                token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
-                token.type = kind
-                token.value = value
-                token.start_pos = start
-                token.line = line
-                token.column = start - line_start + 1
-                if previous == "SECTION" and (data := section_body(text, last_end)):
-                    position, fast = last_end, "SECTION_BODY"
-                previous = kind
-                yield token
+                if body_after_comments and kind == "LBRACE":  # the brace after a section name and comments
+                    body_after_comments = False
+                    data, position, fast, last_end = section_body(text, start), start, "SECTION_BODY", start
+                else:
+                    token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
+                    token.type = kind
+                    token.value = value
+                    token.start_pos = start
+                    token.line = line
+                    token.column = start - line_start + 1
+                    if previous == "SECTION":
+                        if data := section_body(text, last_end):
+                            position, fast = last_end, "SECTION_BODY"
+                        else:
+                            body_after_comments = commented_body(text, last_end) is not None
+                    previous = kind
+                    yield token
                 if position is not None:
                     brace = text.index("{", last_end)
                     newlines = count("\n", last_end, brace)
