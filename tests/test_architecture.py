@@ -19,7 +19,15 @@ SAMPLES = ROOT / "samples"
 # layer -> rank; a module may import its own rank, lower ranks, and the leaves
 RANKS = {"base": 0, "syntax": 1, "isa": 2, "analysis": 3, "passes": 4, "services": 5, "cli": 6}
 LEAVES = {"toolchain", "report", "config", "sources"}  # used from anywhere; they import only base, syntax, leaves
-TOP = {"errors": "base", "__init__": "base", "cli": "cli", "help": "cli", "guard": "cli", "__main__": "cli"}
+TOP = {
+    "errors": "base",
+    "cache": "base",
+    "__init__": "base",
+    "cli": "cli",
+    "help": "cli",
+    "guard": "cli",
+    "__main__": "cli",
+}
 TOP |= {"optimize": "services", "budget": "services"}  # top-level services (moving in)
 PACKAGES = {"syntax": "syntax", "isa": "isa", "analysis": "analysis", "passes": "passes", "lint": "passes"}
 PACKAGES |= {"services": "services"}

@@ -283,7 +283,7 @@ def test_sarif_uris_are_percent_encoded(command, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("args", "schema"),
     [
-        (["parse", "--json", PTX], "ptxtool.ast/1"),
+        (["parse", "--json", PTX], "ptxtool.ast/2"),
         (["inspect", "--json", PTX], "ptxtool.inspect/1"),
         (["lint", "--json", PTX], "ptxtool.lint/1"),
         (["optimize", "--json", PTX, "-o", "{tmp}/out.ptx"], "ptxtool.optimize/1"),

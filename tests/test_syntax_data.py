@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ptxtool.legality import _constructs
+from ptxtool.analysis.legality import _constructs
 from ptxtool.syntax import ast, format_module, parse
 
 HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptxtool.cache import cache_location
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.toolchain.discover import Tool, find_tool, run_tool
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning, parse_verbose, parse_warnings
@@ -121,16 +122,11 @@ def _usable(directory: Path) -> str | None:
 def cache_dir() -> Path | None:
     """Where compiled and disassembled results are kept, or None when caching is off or the directory is unusable
     (no home, a path under a file, read-only): the cache is an optimization, so that is one warning, not a failure."""
-    setting = os.environ.get("PTXTOOL_CACHE_DIR")
-    if setting == "off":
+    directory, why = cache_location()
+    if why:
+        return _unusable(directory or Path("~/.cache/ptxtool"), why)
+    if directory is None:
         return None
-    if setting:
-        directory = Path(setting)
-    else:
-        try:
-            directory = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ptxtool"
-        except RuntimeError:  # no $HOME and no home in the password database
-            return _unusable(Path("~/.cache/ptxtool"), "no home directory")
     if directory in _UNUSABLE:
         return None
     if directory not in _USABLE:
