@@ -20,6 +20,10 @@ from ptxtool.report.console import print_error, stderr_console
 
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
 EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
+# Walks over the tree recurse a few frames per nested `{ }` scope, and the parser admits as many scopes as ptxas does
+# (about 1,660; syntax.lalr.MAX_DEPTH): Python's default limit of 1,000 frames must not be what rejects valid PTX.
+# Since Python 3.11 a Python-to-Python call takes no C stack, so a higher limit costs nothing until it is used.
+RECURSION_LIMIT = 50_000
 
 
 _READS_STDIN = ("parse", "fmt", "inspect", "sass", "cfg", "optimize")  # FILE may be `-` (lint says so itself)
@@ -43,6 +47,7 @@ def guarded(command: Callable) -> Callable:
     @wraps(command)
     def run(*args, **kwargs):
         ctx = click.get_current_context()
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
         try:
             try:
                 return command(*args, **kwargs)

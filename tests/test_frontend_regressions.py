@@ -148,6 +148,19 @@ def test_blocks_nested_as_deep_as_ptxas_takes_parse_print_and_check(ptxas: str, 
     assert out.count("{") == BLOCKS_PTXAS_TAKES + 1 and format_module(parse(out)) == out
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("parse", "--json"), ("lint",), ("cfg", "-k", "k"), ("optimize",), ("inspect", "--pressure")],
+    ids=["parse-json", "lint", "cfg", "optimize", "inspect-pressure"],
+)
+def test_every_command_takes_blocks_nested_as_deep_as_ptxas_does(command, ptxas: str, tmp_path: Path) -> None:
+    """Above the parser too: the analyses and the JSON writer walk 1,660 nested scopes without a RecursionError."""
+    path = tmp_path / "deep.ptx"
+    path.write_text(nested_blocks(BLOCKS_PTXAS_TAKES))
+    result = cli(*command, str(path))
+    assert result.exit_code in (0, 1), (command, result.output)
+
+
 def test_blocks_nested_past_the_parser_limit_are_one_clear_error() -> None:
     (message,) = messages(nested_blocks(13_000))
     assert "nested too deep" in message
