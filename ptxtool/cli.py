@@ -63,10 +63,11 @@ def _settings(section: str):
     return table
 
 
-def _form(as_json: bool, sarif: bool = False) -> str:
-    if as_json and sarif:
-        raise click.UsageError("--json and --sarif are two formats of one report: choose one")
-    return "json" if as_json else "sarif" if sarif else "text"
+def _form(as_json: bool, sarif: bool = False, chosen: str | None = None) -> str:
+    named = [f for f, given in (("json", as_json), ("sarif", sarif), (chosen, chosen)) if given]
+    if len(set(named)) > 1:
+        raise click.UsageError(f"choose one output format, not {' and '.join(sorted(set(named)))}")
+    return named[0] if named else "text"
 
 
 # ---------------------------------------------------------------- parse, fmt, doctor
@@ -225,8 +226,14 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--no-ptxas", is_flag=True, help="Skip the rules that run ptxas (PTX008).")
 @click.option("--arch", callback=_gpu_target, help="Target for .cu files (nvcc -arch) and ptxas (default: .target).")
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
-@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON (schema ptxtool.lint/1) on stdout.")
-@click.option("--sarif", is_flag=True, help="Print findings as SARIF 2.1.0 on stdout (for code scanning).")
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    help="Findings as lines, JSON (ptxtool.lint/1), SARIF 2.1.0 or GitHub Actions annotations (default: text).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --output-format json.")
+@click.option("--sarif", is_flag=True, help="Same as --output-format sarif.")
+@click.option("--statistics", is_flag=True, help="Count the findings of each rule instead of listing them.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), help="Least severity for exit 1 (note).")
 @click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @guarded
@@ -238,12 +245,15 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
         return emit_and_exit(lint.describe(explain))
     if not files:
         raise click.UsageError("give FILE... to lint, - to read standard input (or --explain ID, --list-rules)")
-    form, table = _form(o["as_json"], o["sarif"]), _settings("lint")
+    form, table = _form(o["as_json"], o["sarif"], o["output_format"]), _settings("lint")
+    if o["statistics"] and form != "text":
+        raise click.UsageError(f"--statistics is a text report; --output-format {form} lists every finding")
     select, ignore = _rule_list(o["select"]), _rule_list(o["ignore"])
     ptxas = False if o["no_ptxas"] else None
     flags = dict(ptxas=ptxas, require_nvcc=o["require_nvcc"], arch=o["arch"], fail_on=o["fail_on"])
     settings = load_settings(table.table, table.where, select=select, ignore=ignore, **flags)
-    emit_and_exit(lint.execute(lint.Options(settings, o["jobs"]), read_inputs(files, cuda=True)), form)
+    options = lint.Options(settings, o["jobs"], o["statistics"])
+    emit_and_exit(lint.execute(options, read_inputs(files, cuda=True)), form)
 
 
 # ---------------------------------------------------------------- optimize

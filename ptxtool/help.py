@@ -144,7 +144,9 @@ Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel; 3 graphviz missin
     "lint": """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
 
 \b
-Each finding is one line on stdout: `path:line:col: ID severity: message`; a summary goes to stderr.
+Each finding is one line on stdout: `path:line:col: ID severity: message` (severity coloured on a terminal);
+a summary goes to stderr. --statistics counts findings per rule instead; --output-format json, sarif or github
+(GitHub Actions annotations) writes a machine format.
 Silence a rule on one statement with `// ptxtool: ignore[ID]` on its line, in a whole file with
 `// ptxtool: ignore-file[ID]`. Defaults come from [tool.ptxtool.lint] in the nearest pyproject.toml
 (select, ignore, ptxas, require-nvcc, arch, and per-rule tables such as [tool.ptxtool.lint.PTX003]).
@@ -156,6 +158,7 @@ Silence a rule on one statement with `// ptxtool: ignore[ID]` on its line, in a 
 Examples:
   ptxtool lint *.ptx                   every rule; findings on stdout
   ptxtool lint --fail-on warning --sarif *.ptx > lint.sarif   CI: notes do not fail the build
+  ptxtool lint --output-format github *.ptx   annotations on a pull request (GitHub Actions)
   ptxtool lint --select PTX005,PTX006 k.cu   two rules, on PTX that nvcc makes of k.cu
   ptxtool lint --explain PTX005        what a rule finds and how to fix it
 """,

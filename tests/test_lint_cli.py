@@ -313,3 +313,77 @@ def test_the_settings_example_in_the_docs_is_accepted(tmp_path: Path) -> None:
     result = lint(data("PTX007_fires.ptx"))
     assert result.exit_code == 1, result.stderr
     assert [i for _, i in ids(result)] == ["PTX007", "PTX007"]
+
+
+def test_output_format_json_and_sarif_are_the_flags() -> None:
+    files = ("--no-ptxas", data("PTX006_fires.ptx"), data("PTX004_fires.ptx"))
+    assert lint("--output-format", "json", *files).stdout == lint("--json", *files).stdout
+    assert lint("--output-format", "sarif", *files).stdout == lint("--sarif", *files).stdout
+    assert lint("--output-format", "json", "--json", *files).exit_code == 1  # the same format twice is one
+    clash = lint("--output-format", "github", "--sarif", *files)
+    assert clash.exit_code == 2 and "choose one output format" in clash.stderr
+
+
+def test_github_annotations(tmp_path: Path) -> None:
+    """Workflow commands with the runner's escaping: `,` and `:` in the path are %2C and %3A, the message plain."""
+    odd = tmp_path / "a,b:c%.ptx"
+    shutil.copy(data("PTX004_fires.ptx"), odd)
+    broken = tmp_path / "broken.ptx"
+    broken.write_text("not ptx\n")
+    result = lint("--output-format", "github", "--no-ptxas", str(odd), data("PTX005_fires.ptx"), str(broken))
+    assert result.exit_code == 2
+    lines = result.stdout.splitlines()
+    escaped = str(tmp_path).replace("%", "%25").replace(":", "%3A").replace(",", "%2C") + "/a%2Cb%3Ac%25.ptx"
+    assert lines[0].startswith(f"::warning file={escaped},line=17,col=2,title=PTX004::loop polls with ld.acquire")
+    assert lines[1].startswith(f"::warning file={escaped},line=21,col=2,title=PTX004::")
+    assert lines[2].startswith(f"::notice file={data('PTX005_fires.ptx')},line=23,col=")
+    assert lines[3].startswith(f"::error file={broken},line=1,")
+    assert len(lines) == 4
+    assert "4 findings" not in result.stderr and "3 findings" in result.stderr  # the summary stays on stderr
+
+
+def test_github_escaping_of_message_and_properties() -> None:
+    from ptxtool.errors import Diagnostic, Location
+    from ptxtool.report.github import annotation
+
+    d = Diagnostic(Location("dir,x/k:1.ptx", 3, 0), "100% of\r\nlanes, wait: here", "error", code="PTX001")
+    assert annotation(d) == "::error file=dir%2Cx/k%3A1.ptx,line=3,title=PTX001::100%25 of%0D%0Alanes, wait: here"
+    assert annotation(Diagnostic(Location("k.ptx"), "whole file", "note")) == "::notice file=k.ptx::whole file"
+
+
+def test_statistics_counts_per_rule() -> None:
+    result = lint("--statistics", "--no-ptxas", data("PTX002_fires.ptx"), data("PTX004_fires.ptx"))
+    assert result.exit_code == 1
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert rows == [
+        ["6", "PTX002", "divergent-barrier", "error"],
+        ["2", "PTX004", "polling-without-backoff", "warning"],
+    ]
+    assert "8 findings (6 errors, 2 warnings) in 2 files" in result.stderr
+    assert lint("--statistics", "--json", data("PTX002_fires.ptx")).exit_code == 2
+
+
+def test_severity_coloured_on_a_terminal_only(monkeypatch) -> None:
+    import io
+
+    from ptxtool.lint import load_settings
+    from ptxtool.report import emit
+    from ptxtool.report.console import Out, stderr_console
+    from ptxtool.services import lint as service
+    from ptxtool.sources import read_inputs
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    settings = load_settings({}, "", ptxas=False)
+    result = service.execute(service.Options(settings), read_inputs((data("PTX004_fires.ptx"),)))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    for stream, coloured in ((Terminal(), True), (io.StringIO(), False)):
+        emit(result, "text", Out(stream, stderr_console()))
+        assert ("\x1b[1;33mwarning\x1b[0m:" in stream.getvalue()) is coloured
+        assert ("PTX004 warning:" in stream.getvalue()) is not coloured
+    monkeypatch.setenv("NO_COLOR", "1")
+    stream = Terminal()
+    emit(result, "text", Out(stream, stderr_console()))
+    assert "\x1b[" not in stream.getvalue()

@@ -1,5 +1,6 @@
 """The one renderer: any service Result as text (rich on a terminal, plain when piped), JSON or SARIF, chosen from
-a table by the Result's type the way the printer picks a function per node class. Results go to stdout; diagnostics,
+a table by the Result's type the way the printer picks a function per node class (GitHub workflow commands for
+lint). Results go to stdout; diagnostics,
 warnings and status to stderr. report/ is a leaf: it reads Results by their fields and imports no service."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ptxtool.report.text import TEXT
 if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
     from ptxtool.services.result import Result
 
-FORMATS = ("text", "json", "sarif")
+FORMATS = ("text", "json", "sarif", "github")
 
 
 def _sarif(result: Result) -> dict:
@@ -27,11 +28,15 @@ def _sarif(result: Result) -> dict:
 
 
 def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
-    """Write a Result in one format (`text`, `json`, `sarif`) and return its exit code. With a machine format the
-    document alone goes to stdout and the text renderer writes only to stderr."""
+    """Write a Result in one format (`text`, `json`, `sarif`, `github`) and return its exit code. With a machine
+    format the document alone goes to stdout and the text renderer writes only to stderr."""
     out = out or Out.standard()
     machine = form != "text"
-    if machine:
+    if form == "github":
+        from ptxtool.report.github import lint_annotations
+
+        out.stdout.writelines(line + "\n" for line in lint_annotations(result))
+    elif machine:
         document = result.to_data() if form == "json" else _sarif(result)
         json.dump(document, out.stdout, indent=1)
         out.stdout.write("\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,11 @@ class Out:
     @property
     def terminal(self) -> bool:
         return self.stdout.isatty()
+
+    @property
+    def colour(self) -> bool:
+        """ANSI colour on stdout: on a terminal only, never piped, and not when NO_COLOR is set (no-color.org)."""
+        return self.terminal and not os.environ.get("NO_COLOR")
 
     def line(self, text: str = "") -> None:
         self.stdout.write(text + "\n")

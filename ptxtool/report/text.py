@@ -139,10 +139,19 @@ def inspect(result, out: Out, machine: bool) -> None:
         out.diagnostic(d)
 
 
+_ANSI = {"error": "1;31", "warning": "1;33", "note": "1;36"}  # the colours of the stderr diagnostics
+
+
 def lint(result, out: Out, machine: bool) -> None:
-    if not machine:
+    """One line per finding (severity coloured on a terminal), or with `statistics` one line per rule with its
+    count; then notices, unreadable files and the summary on stderr."""
+    if result.statistics and not machine:
+        _lint_statistics(result, out)
+    elif not machine:
+        colour = out.colour
         for f in result.findings:
-            out.line(f"{f.path}:{f.line}:{f.column}: {f.rule} {f.severity}: {f.message}")
+            severity = f"\x1b[{_ANSI[f.severity]}m{f.severity}\x1b[0m" if colour and f.severity in _ANSI else f.severity
+            out.line(f"{f.path}:{f.line}:{f.column}: {f.rule} {severity}: {f.message}")
     notices: dict[str, list[str]] = {}
     for r in result.files:
         for n in r.notices:
@@ -163,6 +172,16 @@ def lint(result, out: Out, machine: bool) -> None:
         + (f"; {skipped} not checked" if skipped else "")
         + (f"; {unread} could not be read, parsed or assembled" if unread else "")
     )
+
+
+def _lint_statistics(result, out: Out) -> None:
+    """`count  ID  name  severity`, most frequent first (as `ruff --statistics`)."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for f in result.findings:
+        key = (f.rule, f.name, f.severity)
+        counts[key] = counts.get(key, 0) + 1
+    for (rule, name, severity), n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        out.line(f"{n:>5}  {rule}  {name:30} {severity}")
 
 
 def rules(result, out: Out, machine: bool) -> None:

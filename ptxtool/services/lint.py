@@ -181,6 +181,7 @@ def lint_files(sources: list[Source | Unreadable], settings: LintSettings, jobs:
 class Options:
     settings: LintSettings
     jobs: int | None = None
+    statistics: bool = False  # the text report counts findings per rule instead of listing them
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ class LintResult:
     files: list[FileResult]
     rules: list[RuleInfo]
     fail_on: str = "note"
+    statistics: bool = False
 
     @property
     def findings(self) -> list[Finding]:
@@ -242,7 +244,7 @@ class LintResult:
 
 def execute(options: Options, sources: list[Source | Unreadable]) -> LintResult:
     results = lint_files(sources, options.settings, options.jobs)
-    return LintResult(results, rule_table(), options.settings.fail_on)
+    return LintResult(results, rule_table(), options.settings.fail_on, options.statistics)
 
 
 @dataclass(frozen=True)
