@@ -190,11 +190,13 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
 @click.option("--kernel", "-k", help="Only this kernel (or function): its PTX name or its C++ name.")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
 @click.option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
+@click.option("--addresses", is_flag=True, help="Each instruction's offset in its function, as nvdisasm prints it.")
+@click.option("--source", is_flag=True, help="The CUDA/Triton source lines the PTX's .loc names, when readable.")
 @guarded
-def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool) -> None:
+def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, addresses: bool, source: bool) -> None:
     sass = _service("sass")
     options, _ = _inspect_options(arch, None, None)
-    chosen = sass.Options(kernel, options.arch, options.backend, not plain)
+    chosen = sass.Options(kernel, options.arch, options.backend, not plain, addresses, source)
     emit_and_exit(sass.execute(chosen, read_inputs((file,), cuda=True)))
 
 

@@ -118,13 +118,17 @@ Examples:
 """,
     "sass": """Print the SASS ptxas makes of FILE, each run of instructions under the PTX line it came from.
 
-The PTX is assembled with -lineinfo and disassembled with nvdisasm -gp; --plain leaves the PTX out.
+Functions come in the order the PTX defines them, C++ names demangled beside their symbols. The PTX is
+assembled with -lineinfo and disassembled with nvdisasm -gp; --plain leaves the PTX out, --addresses shows
+each instruction's offset, --source the CUDA/Triton source lines the PTX's .loc names (when the file is
+readable here; a note says when it is not).
 
 
 \b
 Examples:
   ptxtool sass k.ptx -k my_kernel      one kernel's SASS under its PTX lines
   ptxtool sass --arch sm_90 --plain k.ptx   SASS only, for another target
+  ptxtool sass --source --addresses k.cu   SASS under the .cu lines, with offsets
 Exit 0 ok; 2 FILE cannot be read, parsed or assembled, or no such kernel; 3 ptxas or nvdisasm missing.
 """,
     "cfg": """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.markup import escape
 
@@ -91,21 +92,32 @@ def cfg(result, out: Out, machine: bool) -> None:
 
 
 def sass(result, out: Out, machine: bool) -> None:
+    """Each function under its name (demangled beside a C++ symbol); a source line (`--source`) or PTX line above
+    the run of instructions it made, the offset before each instruction with `--addresses`."""
     from ptxtool.syntax.names import display
 
     if not result.functions:
         out.status(f"{result.path}: no SASS: ptxas keeps kernels (.entry) and the functions they call")
+    for note in result.notes:
+        out.status(f"note: {note}")
     if machine:
         return
     lines, text = result.ptx_lines, []
     for name, entries in result.functions.items():
         text.append(f"// ---- {display(name)}")
-        shown = 0
+        shown, source = 0, None
         for entry in entries:
-            if entry.ptx_line and entry.ptx_line != shown and entry.ptx_line <= len(lines):
+            at = result.source_of.get(entry.ptx_line)
+            if at and at != source:
+                source = at
+                quoted = result.source_texts.get(at.file)
+                code = f"  {quoted[at.line - 1].strip()}" if quoted and at.line <= len(quoted) else ""
+                text.append(f"// {Path(at.file).name}:{at.line}{code}")
+            if result.with_ptx and entry.ptx_line and entry.ptx_line != shown and entry.ptx_line <= len(lines):
                 shown = entry.ptx_line
                 text.append(f"        // {shown:>5}: {lines[shown - 1].strip()}")
-            text.append(entry.text if entry.text.endswith(":") else f"    {entry.text};")
+            at_address = f"/*{entry.address:04x}*/ " if result.addresses and entry.address is not None else ""
+            text.append(entry.text if entry.text.endswith(":") else f"    {at_address}{entry.text};")
         text.append("")
     out.stdout.write("\n".join(text))
 

@@ -31,7 +31,7 @@ from ptxtool.isa.caching import CACHE_WORDS
 from ptxtool.isa.types import TYPE_BYTES, VECTOR_LANES
 from ptxtool.sources import Source, Unreadable, parse_source, write_atomic
 from ptxtool.syntax import ast
-from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
+from ptxtool.toolchain.compile import compile_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
 from ptxtool.toolchain.sass import SassStats, disassemble, live_by_line, live_registers, statistics
@@ -239,9 +239,12 @@ def _pressures(source: Source, module: ast.Module, arch: str, options: Options) 
 
 
 def load(source: Source, arch: str | None) -> tuple[Source, ast.Module, bool]:
-    """The PTX of a source (nvcc's, for CUDA C++), parsed; and whether its lines are the user's PTX lines."""
+    """The PTX of a source (nvcc's with `.loc` line info, for CUDA C++), parsed; and whether its lines are the
+    user's PTX lines."""
     if source.is_cuda:
-        source = Source(source.path, cuda_to_ptx(source.path, arch))
+        from ptxtool.lint.cuda import annotated_ptx
+
+        source = Source(source.path, annotated_ptx(source.path, arch))
         return source, parse_source(source), False
     return source, parse_source(source), True
 

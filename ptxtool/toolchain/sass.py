@@ -130,14 +130,16 @@ def disassemble(cubin: bytes) -> dict[str, list[SassInstruction]]:
 
 @dataclass(frozen=True, slots=True)
 class ListingLine:
-    """A line of an annotated listing: a SASS instruction's text and the PTX line it came from (0: unknown)."""
+    """A line of an annotated listing: a SASS instruction's text, the PTX line it came from (0: unknown) and its
+    offset in the function's code (None for a label)."""
 
     text: str
     ptx_line: int = 0
+    address: int | None = None
 
 
 _SECTION = re.compile(r"^\.text\.(\S+):$")
-_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(.*?)\s*;?\s*$")
+_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s*(.*?)\s*;?\s*$")
 _PTX_LINE = re.compile(r'^\s*//## File "[^"]*", line (\d+)')
 _LABEL = re.compile(r"^(\.L_\w+):$")
 
@@ -159,7 +161,7 @@ def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
         elif label := _LABEL.match(raw.strip()):
             current.append(ListingLine(label.group(1) + ":"))
         elif instruction := _INSTRUCTION.match(raw):
-            current.append(ListingLine(instruction.group(1), line))
+            current.append(ListingLine(instruction.group(2), line, int(instruction.group(1), 16)))
     return functions
 
 
