@@ -240,6 +240,27 @@ def test_cuda_source_through_nvcc():
     assert missing.exit_code == 3 and "nvidia-cuda-nvcc" in missing.stderr
 
 
+def test_cuda_budget_violations_at_the_kernels_cu_lines(tmp_path):
+    """A .cu kernel over budget is reported at the .cu line its PTX's first `.loc` names (its signature), the
+    line a user edits; SARIF says the same."""
+    budget = tmp_path / "budget.toml"
+    budget.write_text('[kernels."*"]\nmax_registers = 4\n')
+    cu = CORPUS / "src" / "pressure.cu"
+    source = cu.read_text().splitlines()
+    result = run("inspect", "--arch", "sm_80", "--budget", str(budget), str(cu))
+    assert result.exit_code == 1, result.output
+    for kernel in ("stencil_25pt", "nbody_tile", "long_live_ranges"):
+        line = next(n for n, text in enumerate(source, 1) if text.startswith(f"{kernel}("))
+        assert f"{cu}:{line}: budget/max_registers error: kernel {kernel}: " in result.stderr
+    sarif = json.loads(run("inspect", "--arch", "sm_80", "--budget", str(budget), "--sarif", str(cu)).stdout)
+    lines = {
+        r["message"]["text"].split(":")[0]: r["locations"][0]["physicalLocation"]["region"]["startLine"]
+        for r in sarif["runs"][0]["results"]
+        if r["ruleId"] == "budget/max_registers"
+    }
+    assert lines == {"kernel stencil_25pt": 3, "kernel nbody_tile": 25, "kernel long_live_ranges": 54}
+
+
 def test_usage_errors():
     assert run("inspect", "--json", "--sarif", sample("pressure.sm80.ptx")).exit_code == 2
     assert run("inspect", "--update-baseline", sample("pressure.sm80.ptx")).exit_code == 2

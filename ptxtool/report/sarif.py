@@ -101,7 +101,7 @@ def sarif_document(reports: list, violations: list, version: str, errors: list |
         kernel_lines = {k.name: k.line for k in r.kernels}
         warnings = [w for k in r.kernels for w in k.warnings] + list(r.warnings)
         for w in warnings:
-            line = w.line or kernel_lines.get(w.function, 0) if r.lines_are_ptx else 0
+            line = w.line or kernel_lines.get(w.function, 0)  # a .cu input's lines are already its own
             results.append(
                 {
                     "ruleId": f"ptxas/{w.kind}",

@@ -141,8 +141,7 @@ def inspect(result, out: Out, machine: bool) -> None:
             what = "nvJitLink numbers are relocatable-mode numbers" if r.backend == "nvjitlink" else ""
             out.diagnostic(Diagnostic(Location(r.path), what or "relocatable: external calls unresolved", "note"))
         for w in [w for k in r.kernels for w in k.warnings] + list(r.warnings):
-            line = w.line if w.line and r.lines_are_ptx else 0
-            out.diagnostic(Diagnostic(Location(r.path, line), w.message, "warning", code=f"ptxas/{w.kind}"))
+            out.diagnostic(Diagnostic(Location(r.path, w.line), w.message, "warning", code=f"ptxas/{w.kind}"))
     for warning in result.warnings:
         out.status(f"warning: {warning}")
     for note in result.notes:

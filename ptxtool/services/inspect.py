@@ -11,7 +11,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from ptxtool.analysis.cfg import build_cfg
@@ -118,7 +118,8 @@ class KernelReport:
 @dataclass
 class FileReport:
     """One input: target, backend, the kernels, and ptxas warnings not tied to a kernel. `lines_are_ptx` is False
-    for a .cu input, whose kernels' lines point into PTX that nvcc generated and nobody keeps."""
+    for a .cu input: its kernels' and warnings' lines are then the .cu lines the generated PTX's `.loc` names (0
+    where it names none), not lines of PTX that nobody keeps."""
 
     path: str
     arch: str
@@ -249,11 +250,26 @@ def load(source: Source, arch: str | None) -> tuple[Source, ast.Module, bool]:
     return source, parse_source(source), True
 
 
+def _user_line(module: ast.Module, path: str) -> Callable[[int], int]:
+    """For PTX nvcc made of `path`: the `path` line of a PTX line by its `.loc` marks (a declaration line: the
+    function's first mark), 0 where the function has none of that file."""
+    from ptxtool.lint.cuda import line_map
+
+    lines = line_map(module, path)
+    return lambda ptx_line: lines.find(ptx_line)[0]
+
+
+def _told(warning: ToolWarning, user_line: Callable[[int], int]) -> ToolWarning:
+    return replace(warning, line=user_line(warning.line) if warning.line else 0)
+
+
 def inspect_file(source: Source, options: Options) -> FileReport:
     """Compile one PTX (or .cu) source and report on each of its kernels."""
     source, module, lines_are_ptx = load(source, options.arch)
     arch = target_arch(module.targets, source.display, options.arch)
     compiled = compile_ptx(source.text, source.display, arch, backend=options.backend)
+    if not lines_are_ptx:
+        compiled = replace(compiled, warnings=[_told(w, _user_line(module, source.path)) for w in compiled.warnings])
     sass = disassemble(compiled.cubin)
     module_shared = {
         d.name: item
@@ -269,7 +285,7 @@ def inspect_file(source: Source, options: Options) -> FileReport:
         kernels.append(
             KernelReport(
                 function.name,
-                function.line if lines_are_ptx else 0,
+                function.line if lines_are_ptx else _user_line(module, source.path)(function.line),
                 resources,
                 occupancy(arch, resources.registers or 0, resources.shared, threads),
                 threads_from,
