@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,8 @@ BASELINE_SCHEMA = "ptxtool.baseline/1"
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """One broken budget limit or one regression against the baseline, at the kernel's PTX line."""
+    """One broken budget limit or one regression against the baseline, at the kernel's line; or (`--strict`) a
+    budget table that matches no kernel, at its line in the budget file (kernel "")."""
 
     path: str
     line: int
@@ -109,13 +111,30 @@ def load_budget(path: str) -> Budget:
     return Budget(path, tuple(data["kernels"].items()))
 
 
-def unmatched(budget: Budget, reports: list[FileReport]) -> list[str]:
-    """A warning for each table that names no kernel of these reports (a typo, or a kernel renamed): `"*"` aside."""
+def _header_line(lines: list[str], pattern: str) -> int:
+    """The line of a `[kernels."PATTERN"]` header (quoted or bare); 0 when the table is written another way."""
+    name = re.escape(pattern)
+    header = re.compile(rf"""^\s*\[\s*kernels\s*\.\s*(?:"{name}"|'{name}'|{name})\s*\]""")
+    return next((n for n, line in enumerate(lines, 1) if header.match(line)), 0)
+
+
+def unmatched(budget: Budget, reports: list[FileReport]) -> list[Violation]:
+    """Each table that names no kernel of these reports (a typo, or a kernel renamed), `"*"` aside, at its line."""
     names = [k.name for r in reports for k in r.kernels]
     files = len(reports)
+    try:
+        lines = Path(budget.path).read_text(errors="replace").splitlines()
+    except OSError:  # read a moment ago; gone now: the table is still named
+        lines = []
     return [
-        f'budget {budget.path}: [kernels."{pattern}"] matches no kernel of the {files} file{"s" * (files != 1)} '
-        "inspected"
+        Violation(
+            budget.path,
+            _header_line(lines, pattern),
+            "",
+            "unmatched",
+            f'[kernels."{pattern}"] matches no kernel of the {files} file{"s" * (files != 1)} inspected',
+            "budget",
+        )
         for pattern, _ in budget.tables
         if pattern != "*" and not any(fnmatch.fnmatchcase(name, pattern) for name in names)
     ]

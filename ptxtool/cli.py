@@ -168,6 +168,7 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @click.option("--budget", type=click.Path(dir_okay=False), help="TOML limits per kernel name or glob.")
 @click.option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
 @click.option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
+@click.option("--strict", is_flag=True, help="A budget table matching no kernel is an error (exit 1), not a warning.")
 @click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @click.option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
 @click.option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
@@ -179,7 +180,8 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
     options, table = _inspect_options(o["arch"], o["block_size"], o["backend"], pressure=o["pressure"])
     options = replace(options, pressure_kernel=o["pressure_kernel"])
     budget, baseline = o["budget"] or table.path_value("budget"), o["baseline"] or table.path_value("baseline")
-    checks = inspect.Checks(budget, baseline, o["update_baseline"], o["svg"], o["jobs"]).checked(options, files)
+    checks = inspect.Checks(budget, baseline, o["update_baseline"], o["svg"], o["jobs"], o["strict"])
+    checks = checks.checked(options, files)
     with progress(len(files), "inspecting") as advance:
         result = inspect.execute(options, read_inputs(files, cuda=True), checks, advance)
     emit_and_exit(result, form)

@@ -100,8 +100,10 @@ Exit 0 timed; 2 bad input or spec; 3 no GPU driver.
     "inspect": """Per kernel: ptxas resources, occupancy, SASS statistics and PTX facts; budgets and baselines for CI.
 
 \b
-FILE is PTX (`-`: stdin), or CUDA C++ (.cu) compiled to PTX with nvcc when nvcc is available.
-Exit 1 when a kernel breaks a --budget limit or regresses against --baseline (one message each);
+FILE is PTX (`-`: stdin), or CUDA C++ (.cu) compiled to PTX with nvcc when nvcc is available
+(messages then name its .cu lines).
+Exit 1 when a kernel breaks a --budget limit or regresses against --baseline (one message each),
+or with --strict when a budget table matches no kernel (otherwise a warning);
 2 when an input cannot be read, parsed or assembled; 3 when ptxas or nvdisasm is missing.
 Defaults come from [tool.ptxtool.inspect] in the nearest pyproject.toml (arch, block-size, backend,
 budget, baseline).

@@ -3,6 +3,8 @@ key named (exit 2), and a table that matches no kernel reported instead of passi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 from conftest import SAMPLES
@@ -60,3 +62,28 @@ def test_matching_tables_say_nothing(tmp_path):
         '[kernels."nbody_*"]\nmax_registers = 255\n[kernels.stencil_25pt]\nmax_registers = 255\n', tmp_path
     )
     assert result.exit_code == 0 and "matches no kernel" not in result.stderr  # (ptxas warnings are on stderr too)
+
+
+def test_strict_makes_a_table_that_matches_no_kernel_an_error(tmp_path):
+    text = '[kernels."*"]\nmax_registers = 255\n\n[kernels."nbdy_*"]\nmax_registers = 40\n'
+    text += "[kernels.stencil]\nmax_registers = 9\n"
+    budget = tmp_path / "budget.toml"
+    budget.write_text(text)
+    result = CliRunner().invoke(main, ["inspect", "--strict", "--budget", str(budget), PRESSURE])
+    assert result.exit_code == 1, result.output
+    assert f'{budget}:4: budget/unmatched error: [kernels."nbdy_*"] matches no kernel of the 1 file inspected' in (
+        result.stderr
+    )
+    assert f'{budget}:6: budget/unmatched error: [kernels."stencil"] matches no kernel' in result.stderr
+    assert "warning: budget" not in result.stderr and result.stderr.count("matches no kernel") == 2
+    sarif = CliRunner().invoke(main, ["inspect", "--strict", "--sarif", "--budget", str(budget), PRESSURE])
+    assert sarif.exit_code == 1
+    results = json.loads(sarif.stdout)["runs"][0]["results"]
+    assert [
+        r["locations"][0]["physicalLocation"]["region"]["startLine"]
+        for r in results
+        if r["ruleId"] == "budget/unmatched"
+    ] == [4, 6]
+    matched = '[kernels."nbody_*"]\nmax_registers = 255\n'
+    budget.write_text(matched)
+    assert CliRunner().invoke(main, ["inspect", "--strict", "--budget", str(budget), PRESSURE]).exit_code == 0

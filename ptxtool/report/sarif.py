@@ -16,6 +16,7 @@ RULES: dict[str, str] = {
     "budget/max_shared_bytes": "More shared memory than the budget allows",
     "budget/min_occupancy": "Lower theoretical occupancy than the budget allows",
     "budget/local_memory": "Local memory used where the budget forbids it",
+    "budget/unmatched": "A budget table that matches no kernel (--strict)",
     "baseline/registers": "Registers per thread rose above the baseline",
     "baseline/spill_bytes": "Spilled bytes rose above the baseline",
     "baseline/stack_bytes": "Stack frame grew beyond the baseline",
