@@ -90,21 +90,14 @@ def cuda_lines(message: str, lines: LineMap) -> str:
 
 def line_map(module: ast.Module, path: str) -> LineMap:
     """The map from the PTX nvcc made of `path` back to `path` itself (marks of included files are left out)."""
+    from ptxtool.syntax.lineinfo import LineInfo
+
+    info = LineInfo.of(module)
     target = Path(path).resolve()
-    mine = {
-        int(d.args[0][0].value)
-        for d in module.items
-        if isinstance(d, ast.Directive) and d.word == ".file" and len(d.args[0]) > 1
-        if isinstance(d.args[0][0], ast.Immediate) and Path(d.args[0][1].text.strip('"')).resolve() == target
-    }
-    spans = []
-    for function in module.functions:
-        if function.body is None:
-            continue
-        marks = sorted(
-            (d.line, int(d.args[0][1].value), int(d.args[0][2].value) if len(d.args[0]) > 2 else 0)
-            for d in ast.walk(function.body)
-            if isinstance(d, ast.Directive) and d.word == ".loc" and int(d.args[0][0].value) in mine
+    mine = {number for number, file in info.files.items() if Path(file).resolve() == target}
+    return LineMap(
+        tuple(
+            (start, end, tuple((at, line, column) for at, number, line, column in marks if number in mine))
+            for start, end, marks in info.spans
         )
-        spans.append((function.line, function.body.end_line, tuple(marks)))
-    return LineMap(tuple(spans))
+    )

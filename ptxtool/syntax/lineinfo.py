@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from ptxtool.syntax import ast
 
 
+def _column(args: tuple) -> int:
+    return int(args[2].value) if len(args) > 2 and isinstance(args[2], ast.Immediate) else 0
+
+
 @dataclass(frozen=True, slots=True)
 class SourceLine:
     """A line of a source file named by `.file`: the file as written there, and the line (1-based)."""
@@ -19,10 +23,11 @@ class SourceLine:
 
 @dataclass(frozen=True)
 class LineInfo:
-    """`.file` numbers to paths, and per function its PTX line span and `.loc` marks (PTX line, file, line)."""
+    """`.file` numbers to paths, and per function its PTX line span and `.loc` marks (PTX line, file, line,
+    column), sorted."""
 
     files: dict[int, str]
-    spans: tuple[tuple[int, int, tuple[tuple[int, int, int], ...]], ...]
+    spans: tuple[tuple[int, int, tuple[tuple[int, int, int, int], ...]], ...]
 
     @classmethod
     def of(cls, module: ast.Module) -> LineInfo:
@@ -37,7 +42,7 @@ class LineInfo:
             if function.body is None:
                 continue
             marks = sorted(
-                (d.line, int(d.args[0][0].value), int(d.args[0][1].value))
+                (d.line, *(int(a.value) for a in d.args[0][:2]), _column(d.args[0]))
                 for d in ast.walk(function.body)
                 if isinstance(d, ast.Directive) and d.word == ".loc" and d.args and len(d.args[0]) > 1
                 if all(isinstance(a, ast.Immediate) for a in d.args[0][:2])
@@ -54,6 +59,6 @@ class LineInfo:
                 at = bisect_right(marks, (ptx_line, float("inf"))) - 1
                 if at < 0:
                     return None
-                _, number, line = marks[at]
+                _, number, line, _ = marks[at]
                 return SourceLine(self.files[number], line) if line and number in self.files else None
         return None
