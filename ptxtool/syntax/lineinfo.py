@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import cached_property
 
 from ptxtool.syntax import ast
 
@@ -54,11 +55,16 @@ class LineInfo:
         """The source line of a PTX line: the last `.loc` at or before it in its function (an inlined call's
         `.loc` names the callee's line, the innermost); None before the first mark, for line 0 (code the compiler
         made up) and for a file number `.file` does not define."""
-        for start, end, marks in self.spans:
-            if start <= ptx_line <= end:
-                at = bisect_right(marks, (ptx_line, float("inf"))) - 1
-                if at < 0:
-                    return None
-                _, number, line, _ = marks[at]
-                return SourceLine(self.files[number], line) if line and number in self.files else None
-        return None
+        index = bisect_right(self._starts, ptx_line) - 1
+        if index < 0 or ptx_line > self.spans[index][1]:
+            return None
+        marks = self.spans[index][2]
+        at = bisect_right(marks, (ptx_line, float("inf"))) - 1
+        if at < 0:
+            return None
+        _, number, line, _ = marks[at]
+        return SourceLine(self.files[number], line) if line and number in self.files else None
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return [start for start, _, _ in self.spans]
