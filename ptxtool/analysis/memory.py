@@ -218,6 +218,7 @@ class _Evaluator:
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
         self.steps: dict[Symbol, Affine | None] = {}  # induction symbol -> its step per trip (None: not affine)
+        self.carrying: set[tuple[int, str]] = set()  # (loop, register) whose carried base is being checked
 
     def operand(self, op: int, index: int) -> Affine:
         o = self.cfg.linear.ops[op]
@@ -264,10 +265,27 @@ class _Evaluator:
         init = self.define(init_op, key)
         iv = next((v for v in loop.induction if v.register == key), None)
         if iv is None:
-            return Affine(init.base, {Symbol(f"{key}@L{loop.index}", loops=frozenset((loop.index,))): 1})
+            base = init.base if self._keeps_base(loop, key, init.base) else UNKNOWN if init.base else None
+            return Affine(base, {Symbol(f"{key}@L{loop.index}", loops=frozenset((loop.index,))): 1})
         symbol = Symbol(f"iv(L{loop.index}:{key})", loops=frozenset((loop.index,)))
         self.steps[symbol] = self._step(iv)
         return init + Affine(None, {symbol: 1})
+
+    def _keeps_base(self, loop: Loop, key: str, base: MemoryBase | None) -> bool:
+        """Whether every definition of key inside the loop keeps the base it enters with (pointers swapped between
+        buffers each trip do not), assuming the carried value keeps it; what was learnt under a failed
+        assumption is forgotten."""
+        if (loop.index, key) in self.carrying:
+            return True
+        self.carrying.add((loop.index, key))
+        known = set(self.memo)
+        inside = [o.index for b in loop.blocks for o in self.cfg.ops(self.cfg.blocks[b]) if key in o.defs]
+        kept = all(self.define(d, key).base == base for d in inside)
+        self.carrying.discard((loop.index, key))
+        if not kept:
+            for stale in set(self.memo) - known:
+                del self.memo[stale]
+        return kept
 
     def _step(self, iv: InductionVariable) -> Affine | None:
         """An induction variable's step as an affine value (loops.py renders it as `3*%rd27 + 8` over register
@@ -410,30 +428,49 @@ def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> Affine | None:
     return total
 
 
-def dependent_branches(ops: list[Op], source: Op) -> list[Op]:
-    """The conditional branches and exits among `ops` whose predicate depends on what `source` defines."""
+def _stores(op: Op) -> bool:
+    """Whether op writes memory other than `.global` (where a poll's value would be handed on: shared, local,
+    generic); a global store of a loaded scalar (`y[i] = x[i] * scale[0]`) hands on nothing."""
+    return any(mode is not Mode.READ and space != "global" for _, mode, space in isa.memory_accesses(op.instruction))
+
+
+def _loads(op: Op) -> bool:
+    return any(mode is not Mode.WRITE for _, mode, _ in isa.memory_accesses(op.instruction))
+
+
+def dependent_branches(ops: list[Op], source: Op, *, through_memory: bool = False) -> list[Op]:
+    """The conditional branches, indirect branches and exits among `ops` whose predicate or target depends on what
+    `source` defines. `through_memory`: a value stored among `ops` outside `.global` (or a call's result, which comes
+    back through `.param` memory) may reach every load among them (`if (!tid) s = *f; __syncthreads(); while (!s)`)."""
     seen = set(source.defs)
+    memory = through_memory and bool(isa.effects(source.instruction) & Effect.CALL)
     changed = True
     while changed:
         changed = False
         for op in ops:
-            if seen.intersection(op.uses) and not seen.issuperset(op.defs):
+            tainted = seen.intersection(op.uses) or (memory and _loads(op))
+            if tainted and not seen.issuperset(op.defs):
                 seen.update(op.defs)
                 changed = True
+            if through_memory and not memory and seen.intersection(op.uses) and _stores(op):
+                memory = changed = True
     leaves = Effect.BRANCH | Effect.RETURN
     return [
         op
         for op in ops
-        if op.guarded and op.uses[-1] in seen and (info := isa.find(op.instruction)) and info.effects & leaves
+        if (info := isa.find(op.instruction))
+        and info.effects & leaves
+        and ((op.guarded and op.uses[-1] in seen) or (not op.guarded and seen.intersection(op.uses)))
     ]
 
 
-def _polls(cfg: CFG, loops: tuple[Loop, ...], ev: _Evaluator, op: int, value: Affine) -> bool:
-    """A load whose address stays put in a loop that its value controls: it waits for someone else's write."""
+def _polls(cfg: CFG, loops: tuple[Loop, ...], ev: _Evaluator, op: int, value: Affine | None) -> bool:
+    """A load whose address stays put in a loop that its value controls, even through memory: it waits for someone
+    else's write. A call (value None) polls when its result controls a loop around it."""
     for loop in loops:
-        if cfg.block_of[op] in loop.blocks and not any(varies(s, cfg, loop) for s in value.terms):
+        if cfg.block_of[op] in loop.blocks and (value is None or not any(varies(s, cfg, loop) for s in value.terms)):
             inside = [o for b in sorted(loop.blocks) for o in cfg.ops(cfg.blocks[b])]
-            if dependent_branches(inside, cfg.linear.ops[op]):
+            if dependent_branches(inside, cfg.linear.ops[op], through_memory=True):
                 return True
     return False
 
@@ -463,7 +500,11 @@ def _call(
         if name in _HARMLESS_EXTERN:
             return set(), False, []
         return set(), True, [Observer(op, line, f"a call to {name}, which has no body here (it may do anything)")]
-    if name in stack:  # recursion: the cycle's effects are those of its members, being summed already
+    if name in stack:  # recursion: the cycle's effects are those of its members, being summed already; but it is
+        # a loop no CFG shows, so a load in it may be a poll (`wait() { if (!flag[0]) wait(); }`)
+        cycle = [f for f in module.functions if f.name in stack[stack.index(name) :] and f.body is not None]
+        if any(_reads_global(f) for f in cycle):
+            return set(), False, [Observer(op, line, f"a recursive call to {name} (a loop that may poll)")]
         return set(), False, []
     if name not in done:
         done[name] = memory_facts(module, function, _stack=(*stack, name), _done=done)
@@ -478,6 +519,24 @@ def _call(
             if value.base and value.base.param:
                 written.add(value.base.param)
     return written, unknown, observers
+
+
+def _reads_global(function: ast.Function) -> bool:
+    """Whether a function's own body reads global or generic memory."""
+    instructions = (n for n in ast.walk(function.body) if isinstance(n, ast.Instruction))
+    return any(
+        mode is not Mode.WRITE and space in ("global", "generic")
+        for i in instructions
+        if isa.find(i) is not None
+        for _, mode, space in isa.memory_accesses(i)
+    )
+
+
+def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> bool:
+    """Whether a call's callee may read global memory (indirect and bodiless callees are observers already)."""
+    name, function = _callee(module, op)
+    facts = done.get(name) if name else None
+    return facts is None or any(a.mode is not Mode.WRITE for a in facts.accesses)
 
 
 def memory_facts(
@@ -535,6 +594,8 @@ def memory_facts(
             hands, unknown, seen = _call(ev, module, o.index, stack, done)
             written |= hands
             observers += seen
+            if _reads_memory(module, o, done) and _polls(cfg, loops, ev, o.index, None):
+                observers.append(Observer(o.index, o.line, f"{i.mnemonic} in a loop its result controls (a poll)"))
             if unknown:
                 unknown_writes.append(o.index)
     read_only = frozenset() if unknown_writes else frozenset(params - written)
