@@ -73,13 +73,15 @@ class Symbol:
     """An unknown in an affine form: a special register (`%tid.x`), the value of a register at an op, a loop's
     induction variable, or a product of such. `factors` lists the special registers it is the product of (empty
     when it is not a product of special registers only); `specials` every special register it involves; `ops` and
-    `loops` the ops whose results and the loops whose trips may change it."""
+    `loops` the ops whose results and the loops whose trips may change it; `distinct` the special registers whose
+    different values give it different values (not those seen only through `and`, `shr`, `min`, ...)."""
 
     text: str
     factors: tuple[str, ...] = ()
     specials: frozenset[str] = frozenset()
     ops: frozenset[int] = frozenset()
     loops: frozenset[int] = frozenset()
+    distinct: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return self.text
@@ -115,6 +117,11 @@ class Affine:
         """Every special register the value involves."""
         return frozenset().union(*(s.specials for s in self.terms))
 
+    @property
+    def distinct(self) -> frozenset[str]:
+        """The special registers the value tells apart (`%tid.x & 31` involves `%tid.x` but tells 32 apart only)."""
+        return frozenset().union(*(s.distinct for s in self.terms))
+
     def coefficient(self, special: str) -> int:
         """The coefficient of one special register standing alone (`%tid.x` in `16*%tid.x + ...`)."""
         return sum(v for s, v in self.terms.items() if s.factors == (special,))
@@ -131,7 +138,7 @@ def _opaque(text: str, ops: Iterable[int] = (), loops: Iterable[int] = ()) -> Af
 
 
 def _special(name: str) -> Affine:
-    return Affine(None, {Symbol(name, (name,), frozenset((name,))): 1})
+    return Affine(None, {Symbol(name, (name,), frozenset((name,)), distinct=frozenset((name,))): 1})
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +380,9 @@ def _product(a: Affine, b: Affine) -> Affine | None:
         pure = bool(x.factors and y.factors)
         factors = tuple(sorted(x.factors + y.factors)) if pure else ()
         text = "*".join(factors) if pure else f"({x})*({y})"
-        symbol = Symbol(text, factors, x.specials | y.specials, x.ops | y.ops, x.loops | y.loops)
+        symbol = Symbol(
+            text, factors, x.specials | y.specials, x.ops | y.ops, x.loops | y.loops, x.distinct | y.distinct
+        )
         return Affine(None, {symbol: m * n})
     symbols = [*a.terms, *b.terms]
     return Affine(
@@ -384,6 +393,7 @@ def _product(a: Affine, b: Affine) -> Affine | None:
                 specials=frozenset().union(*(s.specials for s in symbols)),
                 ops=frozenset().union(*(s.ops for s in symbols)),
                 loops=frozenset().union(*(s.loops for s in symbols)),
+                distinct=frozenset().union(*(s.distinct for s in symbols)),
             ): 1
         },
     )
@@ -532,6 +542,17 @@ def _reads_global(function: ast.Function) -> bool:
     )
 
 
+def _callee_indices(module: ast.Module, op: Op, stack: tuple[str, ...], done: dict[str, MemoryFacts]) -> frozenset[str]:
+    """The thread/block indices a call's callee reads (every one for a callee we cannot see): a callee that reads
+    `%ctaid.y` makes a launch wider in y do different work, so the caller's loads are read again by each y (a
+    recursive call's are being summed already)."""
+    name, function = _callee(module, op)
+    if name in stack or (name in _HARMLESS_EXTERN and (function is None or function.body is None)):
+        return frozenset()
+    facts = done.get(name) if name else None
+    return _INDICES if facts is None else facts.indices
+
+
 def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> bool:
     """Whether a call's callee may read global memory (indirect and bodiless callees are observers already)."""
     name, function = _callee(module, op)
@@ -594,6 +615,7 @@ def memory_facts(
             hands, unknown, seen = _call(ev, module, o.index, stack, done)
             written |= hands
             observers += seen
+            indices.update(_callee_indices(module, o, stack, done))
             if _reads_memory(module, o, done) and _polls(cfg, loops, ev, o.index, None):
                 observers.append(Observer(o.index, o.line, f"{i.mnemonic} in a loop its result controls (a poll)"))
             if unknown:

@@ -122,8 +122,9 @@ def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _
 def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
     """The address tells apart every block (and thread) that could touch it: it involves a block index, and every
     `%ctaid`/`%tid` dimension the kernel reads (`bias[i]` indexed by `%ctaid.x` is read again by each
-    `%ctaid.y`); an enclosing loop the address may not move in would read it again too."""
-    used = a.offset.specials
+    `%ctaid.y`), and tells its values apart (`%tid.x & 31` does not); an enclosing loop the address may not move in
+    would read it again too."""
+    used = a.offset.distinct
     return bool(used & BLOCK_INDICES) and k.facts.indices <= used and a.depth <= 1
 
 
