@@ -162,3 +162,17 @@ def test_splice_is_exact_on_odd_layouts(newline: str, tmp_path: Path) -> None:
 def test_comment_inside_the_opcode_parses() -> None:
     text = (DATA / "swap.ptx").read_text().replace("ld.global.f32", "ld.global /* c */ .f32")
     parse(text)
+
+
+@BOTH
+def test_a_malloc_of_the_modules_own(settings: Settings) -> None:
+    """Only the CUDA runtime's bodiless `malloc` returns fresh memory; a `malloc` defined in the module may hand out
+    a module array the host also passes as a parameter, so the stores through it are writes of unknown origin."""
+    assert _nc_added((DATA / "mymalloc.ptx").read_text(), settings) == {}
+    text = (DATA / "mymalloc.ptx").read_text()
+    extern = (
+        text.split(".func")[0]
+        + ".extern .func  (.param .b64 func_retval0) malloc\n(\n\t.param .b64 malloc_param_0\n)\n;\n"
+    )
+    extern += ".visible .entry" + text.split(".visible .entry")[1]
+    assert _nc_added(extern, settings) == {"pool_user": [_line(extern, "ld.global.f32")]}

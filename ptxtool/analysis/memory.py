@@ -219,8 +219,16 @@ def _symbol_base(name: str, space: Space | None) -> MemoryBase:
 class _Evaluator:
     """Symbolic values of registers at their uses, memoized; cycles and merges become opaque symbols."""
 
-    def __init__(self, cfg: CFG, du: DefUse, loops: tuple[Loop, ...], spaces: dict[str, Space], params: set[str]):
-        self.cfg, self.du, self.spaces, self.params = cfg, du, spaces, params
+    def __init__(
+        self,
+        cfg: CFG,
+        du: DefUse,
+        loops: tuple[Loop, ...],
+        spaces: dict[str, Space],
+        params: set[str],
+        allocators: frozenset[str] = _ALLOCATORS,
+    ):
+        self.cfg, self.du, self.spaces, self.params, self.allocators = cfg, du, spaces, params, allocators
         self.loops = sorted(loops, key=lambda loop: -loop.depth)  # innermost first
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
@@ -323,7 +331,7 @@ class _Evaluator:
             if isinstance(base, ast.Name) and base.text in self.params:
                 wide = any(isa.caching.type_bits(t) == 64 for t in i.modifiers)
                 return Affine(MemoryBase(Space.PARAM, base.text)) if wide else _opaque(f"param:{base.text}")
-            if isinstance(base, ast.Name) and self._returned_by(op, base.text) in _ALLOCATORS:
+            if isinstance(base, ast.Name) and self._returned_by(op, base.text) in self.allocators:
                 return Affine(MemoryBase(Space.HEAP))
         if family in ("mov", "cvta", "cvt") and n == 2:
             return self.operand(op, 1)
@@ -575,7 +583,8 @@ def memory_facts(
     du = def_use(cfg)
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
-    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params)
+    defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
+    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined)
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()
