@@ -176,3 +176,14 @@ def test_a_malloc_of_the_modules_own(settings: Settings) -> None:
     )
     extern += ".visible .entry" + text.split(".visible .entry")[1]
     assert _nc_added(extern, settings) == {"pool_user": [_line(extern, "ld.global.f32")]}
+
+
+def test_policy_register_name_taken_by_the_author() -> None:
+    """A kernel that already declares `%ptxtool_evict_first` (here: a pointer) gets no `.L2::cache_hint` with it as
+    the policy (ptxas accepts any .b64 register, so nothing downstream would notice); the other hints stay."""
+    from ptxtool.passes.cache_operators import Policy
+
+    settings = Settings(l2_evict_first=Policy(True))
+    _, report = cache_operators(parse((DATA / "policy_name.ptx").read_text()), settings)
+    assert [r.after for r in report.rewrites] == ["ld.global.L1::no_allocate.f32", "st.global.cs.f32"]
+    assert any("already has a register named %ptxtool_evict_first" in s.reason for s in report.skipped)

@@ -324,12 +324,29 @@ def _with_policy(body: ast.Block) -> ast.Block:
     return replace(body, statements=(*body.statements[:at], declare, _CREATE_POLICY, *body.statements[at:]))
 
 
+def _foreign_policy_register(body: ast.Block) -> bool:
+    """Whether the kernel declares the policy register's name without the pass's own `createpolicy` (the author's
+    register: appending it as a cache policy would hand ptxas an arbitrary value)."""
+    nodes = list(ast.walk(body))
+    declared = any(isinstance(n, ast.Declarator) and n.name == POLICY_REGISTER for n in nodes)
+    ours = (_CREATE_POLICY.opcode, _CREATE_POLICY.modifiers, tuple(str(o) for o in _CREATE_POLICY.operands))
+    created = any(
+        isinstance(n, ast.Instruction) and (n.opcode, n.modifiers, tuple(str(o) for o in n.operands)) == ours
+        for n in nodes
+    )
+    return declared and not created
+
+
 def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settings, report: PassReport) -> ast.Function:
     k = _kernel(module, function, settings)
     unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY, settings.arch)
     if settings.l2_evict_first.applies(k.name) and unmet is not None:
         needs = " or ".join(str(n) for n in unmet.needs)
         report.skipped.append(Skip(k.name, function.line, "createpolicy", f"L2 evict_first policy: needs {needs}"))
+        settings = replace(settings, l2_evict_first=Policy(False))
+    elif settings.l2_evict_first.applies(k.name) and _foreign_policy_register(function.body):
+        why = f"L2 evict_first policy: the kernel already has a register named {POLICY_REGISTER}"
+        report.skipped.append(Skip(k.name, function.line, "createpolicy", why))
         settings = replace(settings, l2_evict_first=Policy(False))
     planners = {"ld": _plan_load, "st": _plan_store}
     new: dict[int, ast.Instruction] = {}
