@@ -187,3 +187,26 @@ def test_policy_register_name_taken_by_the_author() -> None:
     _, report = cache_operators(parse((DATA / "policy_name.ptx").read_text()), settings)
     assert [r.after for r in report.rewrites] == ["ld.global.L1::no_allocate.f32", "st.global.cs.f32"]
     assert any("already has a register named %ptxtool_evict_first" in s.reason for s in report.skipped)
+
+
+def _rotation(n: int) -> str:
+    """n pointers into two buffers that rotate by one each trip of a loop (`p[k] = p[k + 1]`), each loaded."""
+    lines = [".version 8.0", ".target sm_90", ".address_size 64", ".visible .entry rot(.param .u64 p0, .param .u64 p1)"]
+    lines += ["{", f"\t.reg .b64 %rd<{n + 1}>;", f"\t.reg .f32 %f<{n}>;", "\t.reg .pred %p<2>;", "\t.reg .b32 %r<2>;"]
+    lines += ["\tld.param.u64 %rd0, [p0];", "\tld.param.u64 %rd1, [p1];"]
+    lines += [f"\tadd.s64 %rd{k}, %rd{k % 2}, {4096 * k};" for k in range(2, n)]
+    lines += ["\tmov.u32 %r1, 0;", "$L:", *(f"\tld.global.f32 %f{k}, [%rd{k}];" for k in range(n))]
+    lines += ["\tst.global.f32 [%rd1], %f0;", f"\tmov.u64 %rd{n}, %rd0;"]
+    lines += [*(f"\tmov.u64 %rd{k}, %rd{k + 1};" for k in range(n - 1)), f"\tmov.u64 %rd{n - 1}, %rd{n};"]
+    lines += ["\tadd.s32 %r1, %r1, 1;", "\tsetp.lt.s32 %p1, %r1, 10;", "\t@%p1 bra $L;", "\tret;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_long_rotation_of_pointers_is_bounded() -> None:
+    """300 pointers rotating around a loop (each is every other one in turn, p1 among them, which is written):
+    no `.nc`, no RecursionError (the analysis used to recurse once per register), in bounded time."""
+    import time
+
+    start = time.perf_counter()
+    assert _nc_added(_rotation(300), NOALIAS) == {}
+    assert time.perf_counter() - start < 10

@@ -26,6 +26,7 @@ from ptxtool.syntax import ast
 # CUDA runtime functions without a body in the module, known to touch no memory the kernel's pointers reach.
 _HARMLESS_EXTERN = frozenset(("vprintf", "malloc", "free", "__assertfail"))
 _ALLOCATORS = frozenset(("malloc",))  # their result is fresh memory: it aliases no parameter
+_CARRIED_DEPTH = 16  # loop-carried registers checked inside one another's check, at most
 # Special registers that tell the threads of a grid apart.
 THREAD_INDICES = frozenset(f"%tid.{d}" for d in "xyz")
 BLOCK_INDICES = frozenset(f"%ctaid.{d}" for d in "xyz")
@@ -292,6 +293,8 @@ class _Evaluator:
         assumption is forgotten."""
         if (loop.index, key) in self.carrying:
             return True
+        if len(self.carrying) >= _CARRIED_DEPTH:  # registers copied around a loop through a long chain: give up
+            return False
         self.carrying.add((loop.index, key))
         known = set(self.memo)
         inside = [o.index for b in loop.blocks for o in self.cfg.ops(self.cfg.blocks[b]) if key in o.defs]
