@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Parse throughput: ptxtool's parse and parse+print against the wheel's ptxas on the same files, side by side.
 
-For the largest corpus files and generated files of 50 k and about a million lines (the corpus's sm_80 functions and
-variables repeated under new names, one header), print lines/s of `parse` and of `parse+print` with the peak memory of
-that process, the wall time of `ptxtool fmt FILE -o OUT` (start-up and imports included), the wall time of
-`ptxas -arch=<target> FILE`, and the ratios ptxtool / ptxas. Every measurement runs in a fresh subprocess, so peak
-memory (ru_maxrss from wait4) is that measurement's alone.
+For the largest corpus files, generated files of 50 k and about a million lines (the corpus's sm_80 functions and
+variables repeated under new names, one header), and two data-heavy generated files (a `-G` file whose debug sections
+hold about 30 k lines of bytes; a 1 M-element `.b8` initializer on 16 k lines), print lines/s of `parse` and of
+`parse+print` with the peak memory of that process, the wall time of `ptxtool fmt FILE -o OUT` (start-up and imports
+included), the wall time of `ptxas -arch=<target> FILE`, and the ratios ptxtool / ptxas. Every measurement runs in a
+fresh subprocess, so peak memory (ru_maxrss from wait4) is that measurement's alone.
 
 Usage: python benchmarks/parse_throughput.py [--quick] [--lines N...] [--largest K] [--repeat R] [--keep DIR]
-Targets (issue 2): fmt ratio <= 1.0, and under 2 GB for 1 M lines.
+                                            [--debug-lines N] [--elements N]
+Targets (issue 2): fmt ratio <= 1.0, and under 2 GB for 1 M lines; (issue 12) fmt ratio <= 1.0 on both data files.
 """
 
 from __future__ import annotations
@@ -163,6 +165,37 @@ def generate(target_lines: int, path: Path) -> int:
     return lines
 
 
+def generate_debug(target_lines: int, path: Path) -> int:
+    """The corpus's `-G` file with a debug section of `target_lines` lines of bytes (and a label every 50 lines)
+    added, as nvcc -G writes them: `.b8 N` or a comma list of up to 16 bytes per line."""
+    source = CORPUS / "ptx" / "control.sm80.debug.ptx"
+    if not source.exists():
+        raise SystemExit(f"no {source}: set PTXTOOL_CORPUS")
+    rows = ["\t.section\t.debug_str", "\t{"]
+    for k in range(target_lines):
+        if k % 50 == 0:
+            rows.append(f"$L__bench_str{k}:")
+        width = (1, 1, 1, 4, 16)[k % 5]
+        rows.append(".b8 " + ",".join(str((k * 31 + j * 7) % 256) for j in range(width)))
+    rows.append("\t}")
+    path.write_text(source.read_text(encoding="utf-8") + "\n".join(rows) + "\n", encoding="utf-8")
+    return path.read_text(encoding="utf-8").count("\n")
+
+
+def generate_initializer(elements: int, path: Path) -> int:
+    """A module with one `.b8` table of `elements` bytes, 64 to a line, and a kernel that reads it."""
+    values = [str((k * 37) % 256) for k in range(elements)]
+    rows = ",\n".join(", ".join(values[k : k + 64]) for k in range(0, elements, 64))
+    kernel = (
+        ".visible .entry k(.param .u64 p)\n{\n\t.reg .b64 %rd<3>;\n\t.reg .b16 %rs<2>;\n\tld.param.u64 %rd1, [p];\n"
+        "\tld.global.u8 %rs1, [table+5];\n\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.u8 [%rd2], %rs1;\n\tret;\n}\n"
+    )
+    head = ".version 9.0\n.target sm_80\n.address_size 64\n\n"
+    text = head + f".visible .global .align 1 .b8 table[{elements}] = {{{rows}}};\n\n"
+    path.write_text(text + kernel, encoding="utf-8")
+    return (text + kernel).count("\n")
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -206,6 +239,8 @@ def main() -> int:
     )
     ap.add_argument("--keep", type=Path, help="write the generated files into this folder and keep them")
     ap.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    ap.add_argument("--debug-lines", type=int, default=30_000, help="lines of debug bytes in the -G file (0: none)")
+    ap.add_argument("--elements", type=int, default=1_000_000, help="elements of the large initializer (0: none)")
     args = ap.parse_args()
     sizes = args.lines or ([50_000, 100_000] if args.quick else [50_000, 1_000_000])
     largest = args.largest if args.largest is not None else (2 if args.quick else 4)
@@ -221,6 +256,14 @@ def main() -> int:
             written = generate(size, path)
             print(f"generated {path} ({written:,} lines)", file=sys.stderr)
             generated.append(path)
+        if args.debug_lines:
+            path = folder / f"debug_{args.debug_lines // 1000}k.ptx"
+            print(f"generated {path} ({generate_debug(args.debug_lines, path):,} lines)", file=sys.stderr)
+            generated.append(path)
+        if args.elements:
+            path = folder / f"initializer_{args.elements // 1000}k.ptx"
+            print(f"generated {path} ({generate_initializer(args.elements, path):,} lines)", file=sys.stderr)
+            generated.append(path)
         results = []
         for path in [*files, *generated]:
             print(f"measuring {path.name} ...", file=sys.stderr)
@@ -232,12 +275,19 @@ def main() -> int:
             print(json.dumps(results, indent=1))
         else:
             report(results)
-        largest_file = results[-1]
-        print(
-            f"\ntargets for {largest_file['file']}: fmt/ptxas ratio {largest_file['ratio_fmt']:.2f} (want <= 1.0), "
-            f"peak {largest_file['peak_mb']:.0f} MB (want < 2048 MB)",
-            file=sys.stderr,
-        )
+        if sizes:
+            largest_file = results[len(files) + len(sizes) - 1]
+            print(
+                f"\ntargets for {largest_file['file']}: fmt/ptxas ratio {largest_file['ratio_fmt']:.2f} "
+                f"(want <= 1.0), peak {largest_file['peak_mb']:.0f} MB (want < 2048 MB)",
+                file=sys.stderr,
+            )
+        for data in results[len(files) + len(sizes) :]:
+            print(
+                f"target for {data['file']}: fmt {data['fmt_s']:.2f} s, ptxas {data['ptxas_s']:.2f} s, "
+                f"fmt/ptxas ratio {data['ratio_fmt']:.2f} (want <= 1.0)",
+                file=sys.stderr,
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

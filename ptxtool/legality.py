@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ptxtool import isa
 from ptxtool.errors import Diagnostic, Location
+from ptxtool.isa.features import ATTRIBUTE_WORDS, FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
 from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
@@ -106,13 +107,36 @@ def _statements(module: ast.Module):
             stack.extend(reversed(node.statements))
 
 
+def _unknown_words(module: ast.Module) -> list[Problem]:
+    """Directives and declaration attributes that no PTX has (ptxas rejects them; the parser keeps them)."""
+    out = []
+
+    def check(node, words, allowed: frozenset[str], what: str) -> None:
+        out.extend(Problem(node.line, node.column, f"unknown {what} '{w}'") for w in words if w not in allowed)
+
+    for node in _statements(module):
+        if isinstance(node, ast.Directive):
+            check(node, (node.word,), STATEMENT_DIRECTIVES, "directive")
+        elif isinstance(node, ast.Declaration):
+            check(node, (a.word for a in node.attributes), ATTRIBUTE_WORDS, "directive")
+        elif isinstance(node, ast.CallPrototype):
+            check(node, (d.word for d in node.directives), FUNCTION_DIRECTIVES, "directive")
+        elif isinstance(node, ast.Function):
+            check(node, (a.word for a in node.attributes + node.kind_attributes), ATTRIBUTE_WORDS, "directive")
+            for d in node.directives:
+                check(d, (d.word,), FUNCTION_DIRECTIVES, "directive")
+    return out
+
+
 def check_module(module: ast.Module) -> list[Problem]:
-    """Every legality problem in a module, in source order; [] when `.version` or `.target` is missing."""
+    """Every legality problem in a module, in source order; only unknown directives when `.version` or `.target`
+    is missing."""
+    unknown = _unknown_words(module)
     ptx = version(module.version or "")
     targets = tuple(t for t in map(Target.parse, module.targets) if t is not None)
     if ptx is None or not targets:
-        return []
-    problems = _target_problems(module, ptx, targets)
+        return unknown
+    problems = unknown + _target_problems(module, ptx, targets)
     for key, line, column in _constructs(module):
         feature = isa.CONSTRUCTS[key]
         if not isa.satisfied(feature.needs, ptx, targets):

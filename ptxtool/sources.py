@@ -14,6 +14,7 @@ from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
 from ptxtool.syntax import ParseError, ast, parse
 
 STDIN = "-"
+_BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), fatbin
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
@@ -52,14 +53,13 @@ def read_source(path: str) -> Source:
         raise InputError.at(name, f"larger than {MAX_BYTES >> 20} MiB: ptxtool reads PTX files up to that size")
     if not data.strip():
         raise InputError.at(name, "empty file: there is no PTX in it")
-    if b"\0" in data[:8192]:
+    if data.startswith(_BINARY_MAGIC) or b"\0" in data[:64]:
         raise InputError.at(name, "binary file, not PTX text (a cubin or object file? give the .ptx it came from)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        raise InputError.at(name, "not UTF-8 text: PTX files are ASCII", line, column) from None
+    # bytes that are not UTF-8 (Latin-1 in a comment, which ptxas accepts) become lone surrogates and are written
+    # back as the same bytes; elsewhere the lexer reports them, as it does a NUL, with their line and column
+    text = data.decode("utf-8", "surrogateescape")
+    if not text.isascii() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")  # `fmt` to stdout gives such bytes back unchanged too
     return Source(path, text)
 
 
@@ -138,7 +138,7 @@ def write_atomic(path: str, text: str) -> None:
     except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
         raise InputError.at(path, f"cannot write in {target.parent}: {error.strerror or error}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write(text)
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, target)

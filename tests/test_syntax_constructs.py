@@ -115,12 +115,12 @@ def test_address_initializers() -> None:
 
 def test_constant_expressions_in_initializers_and_operands() -> None:
     sized = declaration("g_sized").declarators[0].init.items
-    assert sized[0] == ast.Binary("<<", ast.Immediate("1"), ast.Immediate("4"))
+    assert sized[0] == ast.Binary((ast.Immediate("1"), ast.Immediate("4")), ("<<",))
     assert isinstance(sized[2], ast.Unary) and sized[2].op == "-"
     product = defining("%r34").operands[1]
-    assert product == ast.Binary(
-        "*", ast.Paren(ast.Binary("+", ast.Immediate("1"), ast.Immediate("2"))), ast.Immediate("4")
-    )
+    one_plus_two = ast.Paren(ast.Binary((ast.Immediate("1"), ast.Immediate("2")), ("+",)))
+    assert product == ast.Binary((one_plus_two, ast.Immediate("4")), ("*",))
+    assert product.value == 12
     assert isinstance(defining("%r36").operands[1], ast.Conditional)
 
 
@@ -285,11 +285,11 @@ def test_glued_attributes_stay_glued_and_are_still_separate_attributes(assemble)
     assert assemble(out)[0] is not None
 
 
-def test_blanks_around_word_joining_operators_are_kept() -> None:
-    """`7&~1` is one word to a reader (or the round-trip oracle) and `7 & ~1` three: fmt keeps what was written,
-    and drops blanks only around operators that separate words anyway (`+`, `<<`, `|`)."""
-    initializers = "7 & ~1, 7&~1, - 3, -3, 1 ? 2 : 3, 4*2, 4 * 2, 9 % 4, 1 + 2, 1 << 4"
-    text = f".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 t[10] = {{{initializers}}};\n"
+def test_one_spacing_per_operator_whatever_the_input_blanks() -> None:
+    """The layout of an expression does not depend on the blanks written in it: operators unspaced, `%` spaced
+    (`7 %3` would read as a register), unary operators glued to their operand (docs/cli.md, fmt layout)."""
+    initializers = "7 & ~1, 7&~1, - 3, -3, 1 ? 2 : 3, 4*2, 4 * 2, 9 % 4, 9% 4, 1 + 2, 1 << 4, --1, - -1, 2 - 1, 2-1"
+    text = f".version 9.0\n.target sm_90\n.address_size 64\n.global .u32 t[15] = {{{initializers}}};\n"
     out = format_module(parse(text))
-    assert "{7 & ~1, 7&~1, - 3, -3, 1 ? 2:3, 4*2, 4 * 2, 9 % 4, 1+2, 1<<4};" in out
+    assert "{7&~1, 7&~1, -3, -3, 1?2:3, 4*2, 4*2, 9 % 4, 9 % 4, 1+2, 1<<4, --1, --1, 2-1, 2-1};" in out
     assert format_module(parse(out)) == out

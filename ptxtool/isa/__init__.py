@@ -37,7 +37,7 @@ __all__ = [
     "Role",
     "Target",
     "TYPES",
-    "UnknownInstruction",
+    "WORST_CASE",
     "Version",
     "effects",
     "family",
@@ -59,10 +59,6 @@ STATE_SPACES = frozenset(
     ("global", "shared", "shared::cta", "shared::cluster", "local", "param", "param::entry", "param::func")
     + ("const", "tex", "surf", "generic")
 )
-
-
-class UnknownInstruction(KeyError):
-    """An opcode the ISA tables do not know."""
 
 
 Instr = ast.Instruction | str
@@ -94,11 +90,19 @@ def find(instr: Instr) -> InstructionInfo | None:
     return OPCODES[key] if key else None
 
 
+# What an instruction the tables do not know (a newer PTX, a typo) is taken to do: anything but end its block.
+# Every operand is read and written, every register operand may be an address it reads and writes, and it
+# orders memory, waits, and is collective, so analyses and passes stay conservative around it; `parse --check`
+# names it (find() is None).
+WORST_CASE = Effect.BARRIER | Effect.FENCE | Effect.ATOMIC | Effect.ASYNC | Effect.COLLECTIVE | Effect.RESOURCE
+
+
 def lookup(instr: Instr) -> InstructionInfo:
-    """Like find(), but an unknown opcode raises UnknownInstruction."""
+    """Like find(), but an opcode the tables do not know gets worst-case facts (WORST_CASE) instead of None."""
     info = find(instr)
     if info is None:
-        raise UnknownInstruction(instr if isinstance(instr, str) else instr.mnemonic)
+        opcode, _ = _split(instr)
+        return InstructionInfo(opcode, (Role.DEF_USE,), WORST_CASE)
     return info
 
 
@@ -154,7 +158,9 @@ def state_spaces(instr: ast.Instruction) -> tuple[str, ...]:
 
 def memory_accesses(instr: ast.Instruction) -> list[tuple[ast.Operand, Mode, str]]:
     """The operands through which an instruction reads or writes memory, with the mode and the state space."""
-    info = lookup(instr)
+    info = find(instr)
+    if info is None:  # an unknown instruction: any register may be an address
+        return [(op, Mode.READ_WRITE, "generic") for op in _address_like(instr.operands)]
     spaces = state_spaces(instr)
     out = []
     for access in info.accesses:
@@ -162,6 +168,15 @@ def memory_accesses(instr: ast.Instruction) -> list[tuple[ast.Operand, Mode, str
             space = spaces[access.slot] if access.slot < len(spaces) else (info.space if access.slot == 0 else None)
             out.append((instr.operands[access.operand], access.mode, space or "generic"))
     return out
+
+
+def _address_like(operands: tuple[ast.Operand, ...]) -> Iterator[ast.Address]:
+    """Each address operand, and each register operand as the address it may hold."""
+    for op in operands:
+        if isinstance(op, ast.Address):
+            yield op
+        else:
+            yield from (ast.Address(name) for name in operand_names(op))
 
 
 def effects(instr: ast.Instruction) -> Effect:

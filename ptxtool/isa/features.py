@@ -57,6 +57,11 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     *((f"{r}.tf32.f32", ("cvt",), "7.8 sm_90") for r in ("rn", "rz")),
     ("param", ("cvta", "isspacep"), "7.7 sm_70"),
     ("rs", ("cvt",), "8.7 sm_100a | 8.8 sm_103a"),
+    # PTX ISA 9.5
+    ("2pi", ("sin", "cos"), "9.5 sm_80"),
+    ("commit_group", ("fabric.submit",), "9.5 sm_100"),
+    ("sync_restrict::read", ("fabric.wait", "fence"), "9.5 sm_90"),
+    ("sync_restrict::proxy::async", ("cp.async.bulk.wait_group",), "9.5 sm_90"),
     # atomics
     ("f64", ("atom", "red"), "5.0 sm_60"),
     *((t, ("atom", "red"), "6.3 sm_70") for t in ("f16", "f16x2")),
@@ -108,6 +113,7 @@ SPECIAL_REGISTERS: dict[str, Feature] = {
             )
         ),
         ("%aggr_smem_size", "8.1 sm_90"),
+        ("%locality_domain_id", "9.5 sm_100"),
         ("%globaltimer", "3.1 sm_30"),
         ("%globaltimer_lo", "3.1 sm_30"),
         ("%globaltimer_hi", "3.1 sm_30"),
@@ -127,8 +133,29 @@ DIRECTIVES: dict[str, Feature] = {
         (".noreturn", "6.4 sm_30"),
         (".reqntid", "2.1 sm_10"),
         (".minnctapersm", "2.0 sm_10"),
+        (".abi_preserve", "9.0 sm_10"),
+        (".abi_preserve_control", "9.0 sm_10"),
     )
 }
+
+# Words that may stand before a declared name or a function's kind (`.visible .global .align 4 .b32`); a line of
+# words that starts with none of these is an unknown directive, not the head of a declaration.
+STATE_SPACE_WORDS = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
+ATTRIBUTE_WORDS = (
+    STATE_SPACE_WORDS
+    | frozenset((".extern", ".visible", ".weak", ".common", ".align", ".ptr", ".attribute", ".v2", ".v4", ".v8"))
+    | frozenset((".texref", ".samplerref", ".surfref", ".pred"))
+    | frozenset(f".{kind}{bits}" for kind in "bsuf" for bits in (8, 16, 32, 64, 128))
+)
+# Directives of a fixed shape, and those that may follow a function's or prototype's parameters.
+STATEMENT_DIRECTIVES = frozenset(
+    (".version", ".target", ".address_size", ".file", ".loc", ".pragma", ".alias", ".branchtargets", ".calltargets")
+)
+FUNCTION_DIRECTIVES = frozenset(
+    (".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn", ".pragma")
+    + (".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters")
+    + (".abi_preserve", ".abi_preserve_control")
+)
 
 # Constructs outside instructions, checked by the legality service where it meets them.
 CONSTRUCTS: dict[str, Feature] = {

@@ -195,6 +195,25 @@ _ROWS: dict[str, tuple] = {
             ("fence", "", E.FENCE | E.ASYNC, "", None),
         )
     },
+    # ---- PTX ISA 9.1-9.5 (release notes, versions and targets checked with the wheel's ptxas 13.5)
+    "multimem.cp.async.bulk": _row("U", "9.1 sm_90", E.ASYNC, "0w,1r:1", "global"),
+    "multimem.cp.reduce.async.bulk": _row("U", "9.1 sm_90", E.ASYNC | E.ATOMIC, "0rw,1r:1", "global"),
+    "multimem.st.async": _row("U", "9.3 sm_100", E.ASYNC, "0w", "global"),
+    "multimem.red.async": _row("U", "9.3 sm_100", E.ASYNC | E.ATOMIC, "0rw", "global"),
+    "clmad": _row("DU", "9.3 sm_80"),
+    "mbarrier.check_layout": _row("DU", "9.3 sm_90", access="1r", space="generic"),
+    # fabric operations move data between GPUs through handles (not addresses of this GPU's memory): they write
+    # or read shared memory and complete on an mbarrier, asynchronously
+    "fabric.try_get": _row("U", "9.3 sm_100", E.ASYNC | E.ATOMIC, "0w,3rw", "shared::cta"),
+    "fabric.try_put": _row("U", "9.3 sm_100", E.ASYNC | E.ATOMIC, "1r,3rw", "shared::cta"),
+    "fabric.try_red": _row("U", "9.3 sm_100", E.ASYNC | E.ATOMIC, "1r,3rw", "shared::cta"),
+    "fabric.try_pullred": _row("U", "9.3 sm_100", E.ASYNC | E.ATOMIC, "0w,3rw", "shared::cta"),
+    "fabric.wait": _row("U", "9.3 sm_100", E.BARRIER | E.ASYNC),
+    "fabric.submit": _row("", "9.3 sm_100", E.ASYNC | E.FENCE),
+    "spcompress": _row("DU", "9.4 sm_107a"),
+    "spdecompress": _row("DU", "9.4 sm_107a"),
+    "applypriority.async.bulk": _row("U", "9.4 sm_107a", E.ASYNC, space="global"),
+    "tensormap.query": _row("DU", "9.5 sm_90a | 9.5 sm_100f | 9.5 sm_110f | 9.5 sm_120f", access="1r", space="global"),
     # ---- stack, resources, misc
     "stacksave": _row("D", "7.3 sm_52", E.RESOURCE),
     "stackrestore": _row("U", "7.3 sm_52", E.RESOURCE),

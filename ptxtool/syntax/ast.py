@@ -7,6 +7,7 @@ by a pass, and take no part in equality.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
@@ -55,18 +56,19 @@ class PredPair:
 
 @dataclass(frozen=True, slots=True)
 class SymbolOffset:
-    """A symbol plus a constant: `table+4` (`+` is kept even before a negative constant: `x+-4`)."""
+    """A symbol plus a constant expression: `table+4`, `table+4*2` (`+` is kept before a negative one: `x+-4`)."""
 
     symbol: Name
-    offset: Immediate
+    offset: Operand
 
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    """A memory operand `[base]`, `[base+imm]`, `[base-imm]`, or a multi-part one `[tex, sampler, {x, y}]`."""
+    """A memory operand `[base]`, `[base+imm]`, `[base-imm]`, `[base+3*64]` (the offset a constant expression), or a
+    multi-part one `[tex, sampler, {x, y}]`."""
 
     base: Name | Immediate
-    offset: Immediate | None = None
+    offset: Operand | None = None
     plus: bool = True
     rest: tuple[Operand, ...] = ()
 
@@ -87,23 +89,27 @@ class ParenList:
 
 @dataclass(frozen=True, slots=True)
 class Unary:
-    """A constant expression `-x`, `!x` or `~x` (a minus written right before a literal is folded into it)."""
+    """A constant expression `-x`, `!x` or `~x` (a minus before a literal is folded into it: `-3` is a literal)."""
 
     op: str
     operand: Operand
-    blank_after: bool = field(default=False, compare=False)  # `- 3`: kept (unspaced, `-` and `~` join words)
+
+    @property
+    def value(self) -> int | float:
+        return constant_value(self)
 
 
 @dataclass(frozen=True, slots=True)
 class Binary:
-    """A constant expression `a*b`, `1<<20`: C operators and precedence. Blanks around an operator that does not
-    separate words (`- * / % & && ^`) are kept as written; around the others (`+ << < == |`...) there are none."""
+    """A run of C binary operators of one precedence, left to right: `a*b`, `1<<20`, `1+2-3` (operands (1, 2, 3),
+    ops ("+", "-")). A flat chain is one node, however long."""
 
-    op: str
-    left: Operand
-    right: Operand
-    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
-    blank_after: bool = field(default=False, compare=False)
+    operands: tuple[Operand, ...]
+    ops: tuple[str, ...]
+
+    @property
+    def value(self) -> int | float:
+        return constant_value(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,16 +118,22 @@ class Paren:
 
     inner: Operand
 
+    @property
+    def value(self) -> int | float:
+        return constant_value(self)
+
 
 @dataclass(frozen=True, slots=True)
 class Conditional:
-    """A constant expression `c ? a : b` (blanks around `?` kept as written)."""
+    """A constant expression `c?a:b`."""
 
     condition: Operand
     if_true: Operand
     if_false: Operand
-    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
-    blank_after: bool = field(default=False, compare=False)
+
+    @property
+    def value(self) -> int | float:
+        return constant_value(self)
 
 
 Operand = (
@@ -148,7 +160,7 @@ class Generic:
     """`generic(sym)` or `generic(sym)+4` in an initializer: the generic address of a variable."""
 
     symbol: Name
-    offset: Immediate | None = None
+    offset: Operand | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,21 +300,21 @@ class Directive(Owner):
 
 @dataclass(frozen=True, slots=True)
 class Difference:
-    """`a-b` between two labels in debug-section data (blanks around `-` kept as written)."""
+    """`a-b` between two labels in debug-section data."""
 
     left: Name
     right: Name
-    blank_before: bool = field(default=False, compare=False)  # layout, not meaning
-    blank_after: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class CallPrototype(Owner):
-    """`name: .callprototype (.param .b32 _) _ (.param .b32 _);` — the label is the statement before it."""
+    """`name: .callprototype (.param .b32 _) _ (.param .b32 _) .noreturn;` — the label is the statement before it;
+    `directives` are those after the parameters (`.noreturn`, `.abi_preserve 4`)."""
 
     returns: tuple[Param, ...] | None
     name: str
     params: tuple[Param, ...] | None
+    directives: tuple[PerfDirective, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,17 +450,77 @@ def walk(node: object) -> Iterator[object]:
 
 
 def instructions(block: Block) -> Iterator[Instruction]:
-    """The instructions of a body, nested scopes included, in source order."""
-    for s in block.statements:
-        if isinstance(s, Instruction):
-            yield s
-        elif isinstance(s, Block):
-            yield from instructions(s)
+    """The instructions of a body, nested scopes included, in source order (without recursion: scopes may nest
+    as deep as ptxas allows, past Python's recursion limit)."""
+    stack = [iter(block.statements)]
+    while stack:
+        for s in stack[-1]:
+            if isinstance(s, Instruction):
+                yield s
+            elif isinstance(s, Block):
+                stack.append(iter(s.statements))
+                break
+        else:
+            stack.pop()
+
+
+def _truncated(a: int, b: int) -> tuple[int, int]:
+    """C's integer division, which truncates toward zero, and its remainder."""
+    quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return quotient, a - b * quotient
+
+
+_C_OPERATORS = {
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: _truncated(a, b)[0] if isinstance(a, int) and isinstance(b, int) else a / b,
+    "%": lambda a, b: _truncated(int(a), int(b))[1],
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "<<": lambda a, b: a << b,
+    ">>": lambda a, b: a >> b,
+    "<": lambda a, b: int(a < b),
+    ">": lambda a, b: int(a > b),
+    "<=": lambda a, b: int(a <= b),
+    ">=": lambda a, b: int(a >= b),
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "&": lambda a, b: a & b,
+    "^": lambda a, b: a ^ b,
+    "|": lambda a, b: a | b,
+    "&&": lambda a, b: int(bool(a) and bool(b)),
+    "||": lambda a, b: int(bool(a) or bool(b)),
+}
+
+
+def constant_value(node: Operand) -> int | float:
+    """The value of a constant expression, C rules on 64-bit integers (PTX ISA "Constant Expressions"); ValueError
+    if it names a symbol or register, divides by zero or shifts by a negative amount."""
+    kind = type(node)
+    if kind is Immediate:
+        return literal_value(node.text)
+    if kind is Paren:
+        return constant_value(node.inner)
+    if kind is Unary:
+        value = constant_value(node.operand)
+        result = -value if node.op == "-" else int(not value) if node.op == "!" else ~int(value)
+    elif kind is Conditional:
+        return constant_value(node.if_true if constant_value(node.condition) else node.if_false)
+    elif kind is Binary:
+        result = constant_value(node.operands[0])
+        for op, operand in zip(node.ops, node.operands[1:], strict=True):
+            try:
+                result = _C_OPERATORS[op](result, constant_value(operand))
+            except (ZeroDivisionError, ValueError, TypeError, OverflowError) as error:
+                raise ValueError(f"constant expression cannot be evaluated: {error}") from None
+    else:
+        raise ValueError(f"not a constant: {node}")
+    if isinstance(result, int):
+        result = (result + (1 << 63)) % (1 << 64) - (1 << 63)  # 64-bit two's complement, as ptxas computes
+    return result
 
 
 def literal_value(text: str) -> int | float:
     """The value of a PTX numeric literal as written (integers in any base, `0f`/`0d` bit patterns, decimals)."""
-    import struct
 
     neg = text.startswith("-")
     body = text[1:] if neg else text

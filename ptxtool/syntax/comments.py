@@ -73,10 +73,31 @@ def _attach(node, cursor: _Cursor):
     return replace(node, leading=leading, trailing=trailing)
 
 
-def _block(block: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Block:
-    statements = tuple(_attach(s, cursor) for s in block.statements)
-    footer = cursor.before(block.end_line, block.end_column)
-    trailing = cursor.through_line(block.end_line)
-    if not (leading or footer or trailing) and all(a is b for a, b in zip(statements, block.statements, strict=True)):
-        return block
-    return replace(block, statements=statements, footer=footer, leading=leading, trailing=trailing)
+def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Block:
+    """A block's comments and those of the blocks nested in it, with a stack of its own (no recursion)."""
+    frames: list[tuple[ast.Block, tuple[str, ...], list]] = [(root, leading, [])]
+    positions = [0]
+    while True:
+        block, block_leading, done = frames[-1]
+        statements = block.statements
+        index = positions[-1]
+        if index < len(statements):
+            positions[-1] = index + 1
+            s = statements[index]
+            if type(s) is ast.Block:
+                frames.append((s, cursor.before(s.line, s.column), []))
+                positions.append(0)
+            else:
+                done.append(_attach(s, cursor))
+            continue
+        frames.pop()
+        positions.pop()
+        footer = cursor.before(block.end_line, block.end_column)
+        trailing = cursor.through_line(block.end_line)
+        if not (block_leading or footer or trailing) and all(a is b for a, b in zip(done, statements, strict=True)):
+            result = block
+        else:
+            result = replace(block, statements=tuple(done), footer=footer, leading=block_leading, trailing=trailing)
+        if not frames:
+            return result
+        frames[-1][2].append(result)

@@ -1,4 +1,5 @@
-"""A lean LALR(1) driver over the parse table and node builders that Lark compiles from grammar/ptx.lark.
+"""A lean LALR(1) driver over the parse table and rule shapes that Lark compiles from grammar/ptx.lark (loaded
+from ptxtool/syntax/tables.py's cache, so a run never imports Lark).
 
 Lark's own loop pays for generality on every token (assertions comparing rules, per-token dict probes, exception
 plumbing for interactive recovery); PTX files run to a million lines, so the loop is ours, the grammar and tables
@@ -10,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from lark import Lark, Token
-from lark.grammar import Rule
-from lark.parsers.lalr_analysis import Shift
+from ptxtool.syntax.lexer import Token
+from ptxtool.syntax.tables import Rule, Tables
 
 END = "$END"
-MAX_DEPTH = 400  # parser stack entries: real PTX nests a few levels; far deeper input would overflow the printer
+# parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
+# over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
+MAX_DEPTH = 12_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +37,14 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     """A function from a rule's matched children to its value, with Lark's tree-shaping rules: punctuation written
     as a string in the grammar is dropped, `__` helper rules are spliced in, a `?rule` alternative with one child
     and no alias is that child; otherwise the method named after the alias or rule is called with the children."""
-    keep = [
-        (i, not sym.is_term and sym.name.startswith("_"))
-        for i, sym in enumerate(rule.expansion)
-        if not (sym.is_term and sym.filter_out)
-    ]
-    name = rule.alias or rule.origin.name
-    if name.startswith("_"):
+    keep = rule.keep
+    if rule.spliced:
         method = _Splice
     else:
-        method = getattr(nodes, name, None)
-        if method is None and not rule.options.expand1:
-            raise TypeError(f"no node builder for grammar rule {name!r}")
+        method = getattr(nodes, rule.name, None)
+        if method is None and not rule.expand1:
+            raise TypeError(f"no node builder for grammar rule {rule.name!r}")
+    expand1 = rule.expand1
 
     def build(children: list) -> object:
         kept: list = []
@@ -60,20 +58,16 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
                 kept.append(children[i])
         if method is _Splice:
             return kept if isinstance(kept, _Splice) else _Splice(kept)
-        if rule.options.expand1 and not rule.alias and len(kept) == 1:
+        if expand1 and len(kept) == 1:
             return kept[0]
         return method(*kept)
 
     positions = tuple(i for i, _ in keep)
-    if any(splice for _, splice in keep) or method is _Splice or (rule.options.expand1 and not rule.alias):
+    if any(splice for _, splice in keep) or method is _Splice or expand1:
         return build
-    if positions == tuple(range(len(rule.expansion))):
+    if positions == tuple(range(rule.size)):
         return lambda children: method(*children)
     return lambda children: method(*[children[i] for i in positions])
-
-
-def _plain(name: str) -> str:
-    return str.__str__(name)
 
 
 SKIP, RESUME, REPORT = "skip", "resume", "report"
@@ -124,22 +118,22 @@ def _unclosed(values: list[object]) -> str | None:
 class Driver:
     """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
 
-    def __init__(self, lark: Lark, nodes: object, start: str = "start") -> None:
-        table = lark.parser.parser.parser.parse_table  # ParsingFrontend -> LALR_Parser -> _Parser
-        self.start_state = table.start_states[start]
-        self.end_state = table.end_states[start]
-        builders = {rule: _node_builder(rule, nodes) for rule in lark.rules}
+    def __init__(self, tables: Tables, nodes: object) -> None:
+        self.start_state = tables.start_state
+        self.end_state = tables.end_state
+        builders = [_node_builder(rule, nodes) for rule in tables.rules]
         # states where a statement or module item may begin: errors roll back to such a state
         self.statement_starts = frozenset(
-            state for state, row in table.states.items() if any(str(s) in ("statement", "module_item") for s in row)
+            state for state, row in tables.states.items() if "statement" in row or "module_item" in row
         )
-        # Lark names symbols with its Token class, whose __eq__ is Python code: key the table by plain str
         self.actions: dict[int, dict[str, object]] = {
             state: {
-                _plain(symbol): arg if action is Shift else (len(arg.expansion), builders[arg], _plain(arg.origin.name))
-                for symbol, (action, arg) in row.items()
+                symbol: action
+                if action.__class__ is int
+                else (tables.rules[action[0]].size, builders[action[0]], action[1])
+                for symbol, action in row.items()
             }
-            for state, row in table.states.items()
+            for state, row in tables.states.items()
         }
 
     def parse(self, tokens: Iterable[Token], on_error: Callable[[Unexpected], bool]) -> object:
@@ -179,8 +173,9 @@ class Driver:
                 if action.__class__ is int:
                     if stack[-1] in starts:
                         checkpoint = (len(stack), len(values))
-                    elif len(stack) > MAX_DEPTH:
-                        on_error(Unexpected(token, frozenset(), f"nested more than {MAX_DEPTH} levels deep"))
+                    if len(stack) > MAX_DEPTH:
+                        message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
+                        on_error(Unexpected(token, frozenset(), message))
                         return None
                     stack.append(action)
                     values.append(token)

@@ -1,4 +1,4 @@
-"""The PTX lexer: one master regex compiled from the grammar's own terminals, feeding Lark's LALR parser.
+"""The PTX lexer: one master regex compiled from the grammar's own terminals, feeding the LALR driver.
 
 Lark's stock lexers try terminals one by one; a single `re.finditer` over an alternation is several times faster.
 Comments are not tokens: they are collected, with their positions, for the parser to hand to the statements that
@@ -11,9 +11,57 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lark.lexer import PatternStr, Token
+from ptxtool.syntax.tables import Terminal
+
+
+class Token(str):
+    """A token: its text, with its terminal `type` and where it starts (the fields Lark's Token has)."""
+
+    type: str
+    value: str
+    start_pos: int
+    line: int
+    column: int
+
+    def __new__(cls, type: str, value: str, start_pos: int = 0, line: int = 1, column: int = 1) -> Token:
+        token = str.__new__(cls, value)
+        token.type, token.value, token.start_pos, token.line, token.column = type, value, start_pos, line, column
+        return token
+
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
+_SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
+# One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
+# values), or a label (group 3).
+SECTION_LINE = re.compile(
+    rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
+    r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
+)
+_BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
+
+
+def _bad(kind: str, value: str, start: int) -> str:
+    """Why a piece of text is no token: said the way ptxas would object to it."""
+    if kind == "OPEN_STRING":
+        return "unterminated string: expected '\"' before the end of the line"
+    if kind == "STRING":
+        return "non-ASCII character in a string: ptxas takes those only in comments"
+    if value == "\ufeff" and start == 0:
+        return (
+            "byte-order mark at the start of the file: PTX is plain ASCII (ptxas rejects it too); save the file "
+            "without one"
+        )
+    if value == "\0":
+        return "NUL byte: PTX is text (ptxas stops reading here)"
+    if len(value) > 1:
+        return f"malformed number '{value[:40]}'"
+    if value in _BLANKS:
+        return f"{_BLANKS[value]} is not a blank in PTX (ptxas rejects it): use a space or a tab"
+    if "\udc80" <= value <= "\udcff":  # a byte that is not UTF-8, kept by the reader as a lone surrogate
+        return f"byte 0x{ord(value) - 0xDC00:02X} is not ASCII: ptxas takes such bytes only in comments"
+    if not value.isascii():
+        return f"non-ASCII character {value!r} (U+{ord(value):04X}): ptxas takes those only in comments"
+    return f"unexpected character {value!r}"
 
 
 @dataclass(slots=True)
@@ -45,28 +93,37 @@ class LexSession:
 
 
 class PtxLexer:
-    """Built once from the grammar's terminal definitions (Lark's `lexer_conf`), then run per text."""
+    """Built once from the grammar's terminal definitions, then run per text."""
 
-    def __init__(self, lexer_conf) -> None:
-        ignored = set(lexer_conf.ignore)
+    def __init__(self, terminals: tuple[Terminal, ...], ignored: frozenset[str]) -> None:
         self.keywords: dict[str, str] = {}
         self.punctuation: dict[str, str] = {}
         patterns: list[tuple[int, int, str, str]] = []
-        for order, term in enumerate(lexer_conf.terminals):
-            if isinstance(term.pattern, PatternStr):
-                text = term.pattern.value
-                target = self.keywords if _WORD_SHAPED.fullmatch(text) else self.punctuation
-                target[text] = term.name
+        for order, term in enumerate(terminals):
+            if term.literal:
+                target = self.keywords if _WORD_SHAPED.fullmatch(term.pattern) else self.punctuation
+                target[term.pattern] = term.name
             elif term.name in ignored and term.name != "COMMENT":
                 continue  # whitespace: finditer steps over it
             else:
-                patterns.append((-term.priority, order, term.name, term.pattern.to_regexp()))
+                patterns.append((-term.priority, order, term.name, term.pattern))
         patterns.sort()
+        by_name = {name: regexp for _, _, name, regexp in patterns}
+        literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"
+        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass)
+        full = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
+        decimal = re.compile(r"\s*+\{\s*+(?:[0-9]++\s*+,\s*+)*+[0-9]++\s*+\}")  # the usual table: quicker to check
+        self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
+        # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
+        # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
+        self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
+        alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
         punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
         alternatives.append(f"(?P<PUNCT>{punct})")
-        alternatives.append(r"(?P<BAD>\S)")
+        # a number glued to letters (`12ab`) is one bad token, so that no scan over its digits is repeated per digit
+        alternatives.append(r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])")
         self.master = re.compile("|".join(alternatives), re.S)
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
@@ -81,50 +138,77 @@ class PtxLexer:
         last_end = 0
         last_token_line = 0
         new_str = str.__new__
-        for m in self.master.finditer(text):
-            start = m.start()
-            if last_end != start:
-                newlines = count("\n", last_end, start)
-                if newlines:
-                    line += newlines
-                    line_start = rfind("\n", last_end, start) + 1
-            kind = m.lastgroup
-            value = m.group()
-            last_end = m.end()
-            if kind == "WORD" or kind == "DOTWORD":
-                kind = keywords.get(value, kind)
-            elif kind == "PUNCT":
-                kind = punctuation[value]
-            elif kind == "COMMENT":
-                # blanks and CR at a line comment's end are layout, not words: the formatter owns them
-                text = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
-                comments.append(Comment(line, start - line_start + 1, text, last_token_line != line))
-                newlines = value.count("\n")
-                if newlines:
-                    line += newlines
-                    line_start = rfind("\n", start, last_end) + 1
+        data_list = self.data_list
+        section_body = self.section_body.match
+        previous = ""
+        position = 0
+        while position is not None:
+            matches, position = self.master.finditer(text, position), None
+            for m in matches:
+                start = m.start()
+                if last_end != start:
+                    newlines = count("\n", last_end, start)
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", last_end, start) + 1
+                kind = m.lastgroup
+                value = m.group()
+                last_end = m.end()
+                if kind == "WORD" or kind == "DOTWORD":
+                    kind = keywords.get(value, kind)
+                elif kind == "PUNCT":
+                    kind = punctuation[value]
+                    if kind == "EQUAL" and (data := data_list(text, last_end)):
+                        position = last_end  # the initializer is data: one token, then lexing goes on after it
+                        fast = "DATA_LIST"
+                elif kind == "COMMENT":
+                    # blanks and CR at a line comment's end are layout, not words: the formatter owns them
+                    text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
+                    comments.append(Comment(line, start - line_start + 1, text_, last_token_line != line))
+                    newlines = value.count("\n")
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", start, last_end) + 1
+                    last_token_line = line
+                    continue
+                elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
+                    errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
+                    break
+                elif kind == "BAD" or kind == "OPEN_STRING":
+                    errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
+                    continue
+                elif kind == "STRING" and not value.isascii():
+                    errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                 last_token_line = line
-                continue
-            elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
-                errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
-                break
-            elif kind == "BAD":
-                message = (
-                    "byte-order mark at the start of the file: PTX is plain ASCII (ptxas rejects it too); save the "
-                    "file without one"
-                    if value == "\ufeff" and start == 0
-                    else f"unexpected character {value!r}"
-                )
-                errors.append(LexError(line, start - line_start + 1, message))
-                continue
-            last_token_line = line
-            session.prev_line = session.last_line
-            session.last_line = line
-            token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
-            token.type = kind
-            token.value = value
-            token.start_pos = start
-            token.line = line
-            token.column = start - line_start + 1
-            yield token
+                session.prev_line = session.last_line
+                session.last_line = line
+                token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
+                token.type = kind
+                token.value = value
+                token.start_pos = start
+                token.line = line
+                token.column = start - line_start + 1
+                if previous == "SECTION" and (data := section_body(text, last_end)):
+                    position, fast = last_end, "SECTION_BODY"
+                previous = kind
+                yield token
+                if position is not None:
+                    brace = text.index("{", last_end)
+                    newlines = count("\n", last_end, brace)
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", last_end, brace) + 1
+                    last_end = data.end()
+                    value = text[brace:last_end]
+                    session.prev_line = session.last_line
+                    session.last_line = line
+                    token = Token(fast, value, brace, line, brace - line_start + 1)
+                    newlines = value.count("\n")
+                    if newlines:
+                        line += newlines
+                        line_start = rfind("\n", brace, last_end) + 1
+                    last_token_line = line
+                    position = last_end
+                    yield token
+                    break
         session.prev_line = session.last_line

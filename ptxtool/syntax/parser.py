@@ -1,4 +1,4 @@
-"""PTX text -> AST: Lark LALR over grammar/ptx.lark, nodes built during parsing (no parse tree).
+"""PTX text -> AST: LALR over grammar/ptx.lark (tables compiled by Lark), nodes built during parsing (no tree).
 
 `parse(text)` returns a `Module` or raises `ParseError` listing every error found: the parser skips a bad token
 and goes on, so one file reports all its broken lines at once.
@@ -11,15 +11,13 @@ import gc
 import threading
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import NamedTuple
 
-from lark import Lark, Token
-
-from ptxtool.syntax import ast
+from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
-from ptxtool.syntax.lexer import LexError, LexSession, PtxLexer
+from ptxtool.syntax.lexer import SECTION_LINE, LexError, LexSession, PtxLexer, Token
+from ptxtool.syntax.printer import inline
 
 # ---------------------------------------------------------------- errors
 
@@ -51,6 +49,9 @@ _DESCRIBE = {
     "INT": "an integer",
     "FLOAT": "a floating-point number",
     "STRING": "a string",
+    "SECTION_DATA": "debug-section data",
+    "DATA_LIST": "a list of numbers",
+    "SECTION_BODY": "a section body",
     "$END": "the end of the file",
 }
 
@@ -118,10 +119,39 @@ class _Located(NamedTuple):
     column: int
     start: int = -1  # offsets in the text, to see attributes written with no blank between them
     end: int = -1
+    parts: tuple = ()  # for a run of attributes: each one located
+
+
+class _Several(tuple):
+    """Statements one grammar rule matched: unknown directives a declaration began with, then the declaration."""
 
 
 class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
+
+
+@cache
+def _attribute_words() -> frozenset[str]:
+    """The ISA's declaration and function attributes, loaded when a run of attributes first spans lines."""
+    from ptxtool.isa.features import ATTRIBUTE_WORDS
+
+    return ATTRIBUTE_WORDS
+
+
+def _flat(items: tuple) -> tuple:
+    """Statements with each _Several spliced in."""
+    if not any(i.__class__ is _Several for i in items):
+        return items
+    return tuple(s for i in items for s in (i if i.__class__ is _Several else (i,)))
+
+
+def _attribute_name(a: ast.Attribute) -> ast.Name:
+    """An attribute as an operand of an unknown directive, spelled as written."""
+    return ast.Name(inline(a))
+
+
+def _tokens(values) -> list[Token]:
+    return [v for v in values if v.__class__ is Token]
 
 
 class _Build:
@@ -137,6 +167,7 @@ class _Build:
     def reset(self, session: LexSession) -> None:
         self.session = session
         self.names, self.immediates = {}, {}
+        self.singles: dict[str, tuple[ast.Immediate]] = {}  # the one-value groups of section data, shared
         self.depths: dict[int, int] = {}  # id(expression node) -> operators deep, while the parse holds the nodes
 
     def _name(self, tok: Token | str) -> ast.Name:
@@ -166,7 +197,7 @@ class _Build:
 
     # -- module
     def start(self, *items):
-        return ast.Module(items)
+        return ast.Module(_flat(items))
 
     def _directive(self, kw: Token, args, semicolon: bool = False) -> ast.Directive:
         return ast.Directive(
@@ -213,6 +244,61 @@ class _Build:
     def section_data(self, word, *values):
         return self._directive(word, [(v,) for v in values])
 
+    def section_body(self, token):
+        """A SECTION_BODY token: the Block that `{ section_item* }` builds, one statement per SECTION_LINE."""
+        text, line, line_start = token.value, token.line, -token.column + 1
+        singles, names, imm = self.singles, self.names, self._imm
+        statements = []
+        counted = 0
+        directive, label_node = ast.Directive, ast.Label
+        for m in SECTION_LINE.finditer(text):
+            start = m.start()
+            newlines = text.count("\n", counted, start)
+            if newlines:
+                line += newlines
+                line_start = text.rfind("\n", counted, start) + 1
+            counted = start
+            word, values, label = m.groups()
+            if label is not None:
+                statements.append(label_node(label, line=line, column=start - line_start + 1, end_line=line))
+                continue
+            if "," in values:
+                args = []
+                for value in values.split(","):
+                    value = value.strip()
+                    single = singles.get(value)
+                    if single is None:
+                        node = imm(value) if value[0].isdigit() else names.get(value) or self._name(value)
+                        single = singles[value] = (node,)
+                    args.append(single)
+                args = tuple(args)
+            else:  # one value, the usual line: no blanks around it to strip
+                single = singles.get(values)
+                if single is None:
+                    node = imm(values) if values[0].isdigit() else names.get(values) or self._name(values)
+                    single = singles[values] = (node,)
+                args = (single,)
+            statements.append(directive(word, args, line=line, column=start - line_start + 1, end_line=line))
+        end = len(text) - 1
+        end_line = token.line + text.count("\n")
+        end_column = end - (text.rfind("\n", 0, end) + 1) + 1 + (token.column - 1 if end_line == token.line else 0)
+        return ast.Block(
+            tuple(statements), line=token.line, column=token.column, end_line=end_line, end_column=end_column
+        )
+
+    def section_data_line(self, token):
+        """A SECTION_DATA token (`.b8 1, 2, 3`): the node section_data builds from the same words."""
+        word, values = token.value.split(None, 1)
+        singles = self.singles
+        args = []
+        for text in values.split(","):
+            text = text.strip()
+            single = singles.get(text)
+            if single is None:
+                single = singles[text] = (self._imm(text),)
+            args.append(single)
+        return ast.Directive(word, tuple(args), line=token.line, column=token.column, end_line=token.line)
+
     def v_plain(self, *tokens):
         return self._signed(tokens) if len(tokens) > 1 else self._value(tokens[0])
 
@@ -220,7 +306,7 @@ class _Build:
         return ast.SymbolOffset(self._name(symbol), self._signed(offset))
 
     def v_difference(self, left, minus, right):
-        return ast.Difference(self._name(left), self._name(right), *self._blanks(minus))
+        return ast.Difference(self._name(left), self._name(right))
 
     def label(self, word):
         return ast.Label(str(word), line=word.line, column=word.column, end_line=self.session.prev_line)
@@ -245,12 +331,33 @@ class _Build:
         for before, a in zip(located, located[1:], strict=False):
             glued = a.start >= 0 and a.start == before.end
             nodes.append(dataclasses.replace(a.node, glued=True) if glued else a.node)
-        return _Located(tuple(nodes), located[0].line, located[0].column)
+        return _Located(tuple(nodes), located[0].line, located[0].column, parts=located)
+
+    def _unknown_directives(self, attrs: _Located) -> tuple[list[ast.Directive], _Located]:
+        """Directives the grammar took for attributes: a line of words that starts with one no declaration or
+        function has (`.bogus 7`) is a statement of its own, not the head of the declaration on the next line."""
+        parts, nodes = attrs.parts, attrs.node
+        directives: list[ast.Directive] = []
+        start = 0
+        for i in range(1, len(parts)):
+            if parts[i].line > parts[i - 1].line and nodes[start].word not in _attribute_words():
+                first, rest = nodes[start], nodes[start + 1 : i]
+                group = (*((first.number,) if first.number is not None else ()), *map(_attribute_name, rest))
+                line, column = parts[start].line, parts[start].column
+                args = (group,) if group else ()
+                directives.append(ast.Directive(first.word, args, line=line, column=column, end_line=parts[i - 1].line))
+                start = i
+        if not start:
+            return directives, attrs
+        rest = parts[start:]
+        return directives, _Located(nodes[start:], rest[0].line, rest[0].column, parts=rest)
 
     def declaration(self, attrs, *declarators):
-        return ast.Declaration(
+        directives, attrs = self._unknown_directives(attrs)
+        node = ast.Declaration(
             attrs.node, declarators, line=attrs.line, column=attrs.column, end_line=self.session.prev_line
         )
+        return _Several((*directives, node)) if directives else node
 
     def declarator(self, word, *rest):
         count = rest[0] if rest and isinstance(rest[0], ast.Immediate) else None
@@ -273,14 +380,14 @@ class _Build:
     def i_symbol(self, word):
         return self._name(word)
 
-    def i_symbol_offset(self, word, plus, *offset):
-        return ast.SymbolOffset(self._name(word), self._signed(offset))
+    def i_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._operand(offset))
 
     def i_generic(self, word, symbol, *offset):
         if word.value != "generic":
             message = f"unknown initializer function '{word}': expected 'generic'"
             self.session.errors.append(LexError(word.line, word.column, message))
-        return ast.Generic(self._name(symbol), self._signed(offset[1:]) if offset else None)
+        return ast.Generic(self._name(symbol), self._operand(offset[1]) if offset else None)
 
     def i_mask(self, mask, address):
         return ast.Mask(self._imm(mask), address)
@@ -288,11 +395,27 @@ class _Build:
     def field_init(self, word, value):
         return ast.FieldInit(str(word), self._value(value))
 
+    def i_data(self, token):
+        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
+        texts = list(map(str.strip, token.value[1:-1].split(",")))
+        nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
+        node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
+        self.depths[id(node)] = 1
+        return node
+
     def i_list(self, *items):
-        return ast.InitList(items)
+        return self._nested(ast.InitList(items), items, items)
 
     # -- functions
     def function(self, *children):
+        directives: list[ast.Directive] = []
+        if isinstance(children[0], _Located):
+            directives, head = self._unknown_directives(children[0])
+            children = (head, *children[1:])
+        node = self._function(children)
+        return _Several((*directives, node)) if directives else node
+
+    def _function(self, children):
         attrs: tuple = ()
         kind_attrs: tuple = ()
         line = column = 0
@@ -353,13 +476,16 @@ class _Build:
     def block(self, lbrace, *rest):
         rbrace = rest[-1]
         return ast.Block(
-            rest[:-1], line=lbrace.line, column=lbrace.column, end_line=rbrace.line, end_column=rbrace.column
+            _flat(rest[:-1]), line=lbrace.line, column=lbrace.column, end_line=rbrace.line, end_column=rbrace.column
         )
 
     def call_prototype(self, kw, *children):
         returns = params = None
         name = None
+        directives = tuple(c for c in children if isinstance(c, ast.PerfDirective))
         for child in children:
+            if isinstance(child, ast.PerfDirective):
+                continue
             if isinstance(child, _Params):
                 if name is None:
                     returns = tuple(child)
@@ -367,7 +493,9 @@ class _Build:
                     params = tuple(child)
             else:
                 name = str(child)
-        return ast.CallPrototype(returns, name, params, line=kw.line, column=kw.column, end_line=self.session.prev_line)
+        return ast.CallPrototype(
+            returns, name, params, directives, line=kw.line, column=kw.column, end_line=self.session.prev_line
+        )
 
     # -- instructions
     def instruction(self, *children):
@@ -402,87 +530,80 @@ class _Build:
         return ast.PredPair(self._name(first), self._name(second))
 
     def o_vector_pair(self, *children):
-        return ast.PredPair(ast.Vector(children[:-1]), self._name(children[-1]))
+        return ast.PredPair(self._nested(ast.Vector(children[:-1]), children, children[:-1]), self._name(children[-1]))
 
-    def o_symbol_offset(self, word, plus, *offset):
-        return ast.SymbolOffset(self._name(word), self._signed(offset))
+    def o_symbol_offset(self, word, plus, offset):
+        return ast.SymbolOffset(self._name(word), self._operand(offset))
 
     def o_address(self, address):
         return address
 
     def o_vector(self, *items):
-        return ast.Vector(items)
+        return self._nested(ast.Vector(items), items, items)
 
     def o_list(self, *items):
         return ast.ParenList(items)
 
     def address(self, base, *rest):
-        offset, plus = None, False
-        if rest and isinstance(rest[0], Token) and rest[0].type == "PLUS":
-            plus, rest = True, rest[1:]
-        count = 0
-        while count < len(rest) and isinstance(rest[count], Token):
-            count += 1
-        if count:
-            offset, rest = self._signed(rest[:count]), rest[count:]
-        return ast.Address(self._value(base), offset, plus or offset is None, rest)
+        offset = None
+        if rest and rest[0].__class__ is Token and rest[0].type == "PLUS":
+            offset, rest = self._operand(rest[1]), rest[2:]
+        return ast.Address(self._value(base), offset, True, rest)
 
-    # -- constant expressions (their depth is bounded: the printer and analyses recurse over them)
-    def _nested(self, node, token: Token, *parts):
-        depth = 1 + max(self.depths.get(id(p), 0) for p in parts)
-        if depth > MAX_EXPRESSION_DEPTH:
-            message = f"constant expression nested more than {MAX_EXPRESSION_DEPTH} operators deep"
-            raise _GiveUp(SyntaxIssue(token.line, token.column, message))
-        self.depths[id(node)] = depth
+    # -- constant expressions and nested operands (their depth is bounded: analyses may recurse over them, and
+    # node equality does; a flat chain `1+1+...+1` is one node, not deep)
+    def _nested(self, node, tokens, parts):
+        """Record how deep `node` nests; `tokens` holds the first token of the construct, for the message."""
+        depths = self.depths
+        depth = 1 + max((depths.get(id(p), 0) for p in parts), default=0)
+        if depth > MAX_NESTING:
+            first = next((t for t in _tokens(tokens)), None)
+            line, column = (first.line, first.column) if first is not None else (self.session.last_line, 1)
+            message = f"expression or operand nested more than {MAX_NESTING} levels deep (ptxtool's limit)"
+            raise _GiveUp(SyntaxIssue(line, column, message))
+        depths[id(node)] = depth
         return node
 
-    def _blanks(self, op: Token) -> tuple[bool, bool]:
-        """Whether blanks stand right before and right after an operator token in the text."""
-        text, start, end = self.session.text, op.start_pos, op.start_pos + len(op.value)
-        return (start > 0 and text[start - 1].isspace(), end < len(text) and text[end].isspace())
+    def _operand(self, node):
+        """A constant-expression child: a bare literal token becomes its interned node."""
+        return self._imm(node) if node.__class__ is Token else node
 
-    def e_binary(self, left, op, right):
-        before, after = self._blanks(op) if op.value in WORD_JOINING else (False, False)
-        return self._nested(ast.Binary(op.value, left, right, before, after), op, left, right)
+    def e_chain(self, first, *rest):
+        operands = (first, *rest[1::2])
+        node = ast.Binary(operands, tuple(op.value for op in rest[0::2]))
+        return self._nested(node, rest[0:1], operands)
+
+    logical_or = logical_and = bit_or = bit_xor = bit_and = equality = relational = shift = additive = e_chain
+    multiplicative = e_chain
 
     def e_unary(self, op, operand):
-        after = op.value in WORD_JOINING and self._blanks(op)[1]
-        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-") and not after:
+        if op.type == "MINUS" and type(operand) is ast.Immediate and not operand.text.startswith("-"):
             return self._imm("-" + operand.text)
-        return self._nested(ast.Unary(op.value, operand, after), op, operand)
+        return self._nested(ast.Unary(op.value, operand), (op,), (operand,))
 
     def e_paren(self, inner):
-        return ast.Paren(inner)
+        return self._nested(ast.Paren(inner), (), (inner,))
 
     def e_conditional(self, condition, qmark, if_true, if_false):
-        return ast.Conditional(condition, if_true, if_false, *self._blanks(qmark))
+        return self._nested(ast.Conditional(condition, if_true, if_false), (qmark,), (condition, if_true, if_false))
 
 
 # ---------------------------------------------------------------- the parser
 
 
 @cache
-def grammar_text() -> str:
-    """The grammar shipped inside the package (the wheel force-includes grammar/ptx.lark there)."""
-    return resources.files("ptxtool").joinpath("grammar", "ptx.lark").read_text(encoding="utf-8")
-
-
-@cache
 def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
-    """Lark compiles the grammar into LALR tables and node builders (once per process); we run them."""
+    """The driver, lexer and node builder over the grammar's tables (loaded once per process)."""
     build = _Build()
-    lark = Lark(grammar_text(), parser="lalr", lexer="basic", maybe_placeholders=False, cache=True)
-    spellings = {t.name: t.pattern.value for t in lark.terminals if t.pattern.type == "str"}
-    return Driver(lark, build), PtxLexer(lark.lexer_conf), build, spellings
+    grammar = tables.load()
+    spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
+    return Driver(grammar, build), PtxLexer(grammar.terminals, grammar.ignore), build, spellings
 
 
 _lock = threading.Lock()  # the node builder holds per-parse state
 
 
-MAX_EXPRESSION_DEPTH = 100
-# operators made of characters that join the words beside them (`7&1` is one word, `7 & 1` three): a tool that
-# reads PTX by words, like a diff, sees their blanks, so the blanks are kept as written
-WORD_JOINING = frozenset({"-", "*", "/", "%", "&", "&&", "^", "~"})
+MAX_NESTING = 256  # parentheses, operators and braces inside one operand or initializer; compilers write a few
 MAX_LINE = 16 << 20  # characters; compilers' longest lines (data initializers) stay far below
 
 

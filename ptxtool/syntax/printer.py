@@ -2,7 +2,8 @@
 
 Layout: module items flush left with a blank line around functions and sections and between runs of directives
 and declarations; statements indented one tab per block level, labels one level out; a blank line after the
-declarations that open a block; one parameter per line; operands separated by `, `. Comments are printed where
+declarations that open a block; one parameter per line; operands separated by `, `; an initializer of more than
+16 elements 16 to a line. Comments are printed where
 their owner says: leading ones on their own lines above, trailing ones after the statement on its line (the last one,
 with the block comments just before it); earlier trailing ones, which cannot share a line with a `//` comment, above.
 """
@@ -14,96 +15,133 @@ from collections.abc import Callable
 from ptxtool.syntax import ast
 
 # ---------------------------------------------------------------- operands and other inline pieces
+# Each inline node becomes a list of pieces: strings and child nodes, which `inline` expands with a stack of its
+# own, so that no input nests deep enough to exhaust Python's recursion.
+
+Piece = str | object
 
 
-def _seq(items) -> str:
-    return ", ".join(map(inline, items))
+def _seq(items) -> list[Piece]:
+    pieces: list[Piece] = []
+    for item in items:
+        pieces += (", ", item) if pieces else (item,)
+    return pieces
 
 
-def _joined(left: str, right: str) -> str:
-    """`left + right`, with a blank where the two would merge into other words: two minus signs (`- -3`, not
-    `--3`), or `%` before a name character (`7 % 3`: `%3` is a register)."""
-    if (left.endswith("-") and right.startswith("-")) or (left.endswith("%") and right[:1].isalnum()):
-        return left + " " + right
-    return left + right
-
-
-def _address(a: ast.Address) -> str:
-    text = inline(a.base)
+def _address(a: ast.Address) -> list[Piece]:
+    pieces: list[Piece] = ["[", a.base]
     if a.offset is not None:
-        text += ("+" if a.plus else "") + a.offset.text
+        pieces += ("+", a.offset) if a.plus else (a.offset,)
     if a.rest:
-        text += ", " + _seq(a.rest)
-    return "[" + text + "]"
+        pieces += (", ", *_seq(a.rest))
+    pieces.append("]")
+    return pieces
 
 
-def _attribute(a: ast.Attribute) -> str:
+def _binary(b: ast.Binary) -> list[Piece]:
+    """Operators unspaced (`1+2`, `a*b`, `1<<4`), but for `%`, spaced: `7 %3` would read as 7 and register `%3`."""
+    pieces: list[Piece] = [b.operands[0]]
+    for op, operand in zip(b.ops, b.operands[1:], strict=True):
+        pieces += (" % " if op == "%" else op, operand)
+    return pieces
+
+
+WRAP = 16  # initializer elements per line in a list longer than that
+
+
+def _init_list(n: ast.InitList) -> list[Piece]:
+    """A brace initializer; past WRAP elements, WRAP a line, one tab in (a megabyte of data is not one line)."""
+    items = n.items
+    if len(items) <= WRAP:
+        return ["{", *_seq(items), "}"]
+    if all(type(i) is ast.Immediate for i in items):  # the common case, and the large one: strings, not pieces
+        texts = [i.text for i in items]
+        return ["{\n\t" + ",\n\t".join(", ".join(texts[k : k + WRAP]) for k in range(0, len(texts), WRAP)) + "\n}"]
+    pieces: list[Piece] = ["{\n\t"]
+    for k, item in enumerate(items):
+        if k:
+            pieces.append(",\n\t" if k % WRAP == 0 else ", ")
+        pieces.append(item)
+    pieces.append("\n}")
+    return pieces
+
+
+def _attribute(a: ast.Attribute) -> list[Piece]:
     if a.number is not None:
-        return f"{a.word} {a.number.text}"
+        return [f"{a.word} {a.number.text}"]
     if a.args is not None:
-        return f"{a.word}({_seq(a.args)})"
-    return a.word
+        return [a.word, "(", *_seq(a.args), ")"]
+    return [a.word]
 
 
 def _attributes(attributes: tuple[ast.Attribute, ...]) -> str:
     """Attributes separated by blanks, except where they were written glued together (`.reg.b16`)."""
-    return "".join(("" if a.glued or not i else " ") + _attribute(a) for i, a in enumerate(attributes))
+    return "".join(("" if a.glued or not i else " ") + inline(a) for i, a in enumerate(attributes))
 
 
-def _declarator(d: ast.Declarator) -> str:
-    text = d.name
+def _declarator(d: ast.Declarator) -> list[Piece]:
+    pieces: list[Piece] = [d.name]
     if d.count is not None:
-        text += f"<{d.count.text}>"
-    text += _dims(d.dims)
+        pieces.append(f"<{d.count.text}>")
+    pieces += _dims(d.dims)
     if d.init is not None:
-        text += " = " + inline(d.init)
-    return text
+        pieces += (" = ", d.init)
+    return pieces
 
 
-def _dims(dims: tuple[ast.Operand | None, ...]) -> str:
-    return "".join("[]" if d is None else f"[{inline(d)}]" for d in dims)
+def _dims(dims: tuple[ast.Operand | None, ...]) -> list[Piece]:
+    pieces: list[Piece] = []
+    for d in dims:
+        pieces += ("[]",) if d is None else ("[", d, "]")
+    return pieces
 
 
 def _param(p: ast.Param) -> str:
-    return _attributes(p.attributes) + " " + p.name + _dims(p.dims)
+    return _attributes(p.attributes) + " " + p.name + inline_all(_dims(p.dims))
 
 
 def _perf(d: ast.PerfDirective) -> str:
     return d.word + (" " + ", ".join(v.text for v in d.values) if d.values else "")
 
 
-INLINE: dict[type, Callable[[object], str]] = {
-    ast.Name: lambda n: n.text,
-    ast.Immediate: lambda n: n.text,
-    ast.String: lambda n: n.text,
-    ast.Not: lambda n: "!" + n.name.text,
-    ast.PredPair: lambda n: f"{inline(n.first)}|{n.second.text}",
-    ast.SymbolOffset: lambda n: f"{n.symbol.text}+{n.offset.text}",
-    ast.Difference: lambda n: n.left.text + " " * n.blank_before + "-" + " " * n.blank_after + n.right.text,
+PIECES: dict[type, Callable[[object], list[Piece]]] = {
+    ast.String: lambda n: [n.text],
+    ast.Not: lambda n: ["!", n.name],
+    ast.PredPair: lambda n: [n.first, "|", n.second],
+    ast.SymbolOffset: lambda n: [n.symbol, "+", n.offset],
+    ast.Difference: lambda n: [n.left, "-", n.right],
     ast.Address: _address,
-    ast.Unary: lambda n: _joined(n.op + " " * n.blank_after, inline(n.operand)),
-    ast.Binary: lambda n: _joined(inline(n.left) + " " * n.blank_before + n.op + " " * n.blank_after, inline(n.right)),
-    ast.Paren: lambda n: "(" + inline(n.inner) + ")",
-    ast.Conditional: lambda n: (
-        inline(n.condition)
-        + " " * n.blank_before
-        + "?"
-        + " " * n.blank_after
-        + inline(n.if_true)
-        + ":"
-        + inline(n.if_false)
-    ),
-    ast.Vector: lambda n: "{" + _seq(n.items) + "}",
-    ast.ParenList: lambda n: "(" + _seq(n.items) + ")",
-    ast.Generic: lambda n: f"generic({n.symbol.text})" + (f"+{n.offset.text}" if n.offset else ""),
-    ast.Mask: lambda n: f"{n.mask.text}({inline(n.address)})",
-    ast.FieldInit: lambda n: f"{n.name} = {n.value.text}",
-    ast.InitList: lambda n: "{" + _seq(n.items) + "}",
+    ast.Unary: lambda n: [n.op, n.operand],
+    ast.Binary: _binary,
+    ast.Paren: lambda n: ["(", n.inner, ")"],
+    ast.Conditional: lambda n: [n.condition, "?", n.if_true, ":", n.if_false],
+    ast.Vector: lambda n: ["{", *_seq(n.items), "}"],
+    ast.ParenList: lambda n: ["(", *_seq(n.items), ")"],
+    ast.Generic: lambda n: ["generic(", n.symbol, ")", *(("+", n.offset) if n.offset is not None else ())],
+    ast.Mask: lambda n: [n.mask, "(", n.address, ")"],
+    ast.FieldInit: lambda n: [f"{n.name} = ", n.value],
+    ast.InitList: _init_list,
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,
-    ast.Param: _param,
-    ast.Guard: lambda n: ("@!" if n.negated else "@") + n.predicate.text,
+    ast.Param: lambda n: [_param(n)],
+    ast.Guard: lambda n: ["@!" if n.negated else "@", n.predicate],
 }
+
+
+def inline_all(pieces: list[Piece]) -> str:
+    """The text of a list of pieces, nodes expanded depth first in order, with an explicit stack."""
+    out: list[str] = []
+    todo = list(reversed(pieces))
+    while todo:
+        item = todo.pop()
+        kind = type(item)
+        if kind is str:
+            out.append(item)
+        elif kind is ast.Name or kind is ast.Immediate:
+            out.append(item.text)
+        else:
+            todo.extend(reversed(PIECES[kind](item)))
+    return "".join(out)
 
 
 def inline(node) -> str:
@@ -111,7 +149,7 @@ def inline(node) -> str:
     kind = type(node)
     if kind is ast.Name or kind is ast.Immediate:
         return node.text
-    return INLINE[kind](node)
+    return inline_all([node])
 
 
 def _params(params: tuple[ast.Param, ...] | None, one_per_line: bool) -> str:
@@ -130,21 +168,32 @@ def _instruction(i: ast.Instruction) -> str:
     for m in i.modifiers:
         text += "." + m
     if i.operands:
-        text += " " + _seq(i.operands)
+        text += " " + ", ".join(map(inline, i.operands))
     if i.guard is not None:
         text = inline(i.guard) + " " + text
     return text + ";"
 
 
+_PLAIN = frozenset((ast.Name, ast.Immediate))
+
+
 def _directive(d: ast.Directive) -> str:
+    """`word a, b c, d`: comma-separated groups of blank-separated words (a debug section's lines: one word each)."""
     text = d.word
     if d.args:
-        text += " " + ", ".join(" ".join(map(inline, group)) for group in d.args)
+        words = []
+        for group in d.args:
+            if len(group) == 1:
+                node = group[0]
+                words.append(node.text if type(node) in _PLAIN else inline(node))
+            else:
+                words.append(" ".join(map(inline, group)))
+        text += " " + ", ".join(words)
     return text + ";" if d.semicolon else text
 
 
 def _declaration(d: ast.Declaration) -> str:
-    return _attributes(d.attributes) + " " + ", ".join(map(_declarator, d.declarators)) + ";"
+    return _attributes(d.attributes) + " " + ", ".join(map(inline, d.declarators)) + ";"
 
 
 def _call_prototype(c: ast.CallPrototype) -> str:
@@ -152,6 +201,7 @@ def _call_prototype(c: ast.CallPrototype) -> str:
     if c.returns is not None:
         parts.append(_params(c.returns, False))
     parts.append(c.name + _params(c.params, False))
+    parts.extend(map(_perf, c.directives))
     return " ".join(parts) + ";"
 
 
@@ -179,6 +229,8 @@ class _Writer:
         self.lines.extend(indent + c for c in comments)
 
     def statement(self, text: str, node, indent: str) -> None:
+        if indent and "\n" in text:  # a wrapped initializer: its lines are the statement's, indented with it
+            text = text.replace("\n", "\n" + indent)
         if node.leading:
             self.comments(node.leading, indent)
         if node.trailing:
@@ -192,28 +244,41 @@ class _Writer:
         else:
             self.lines.append(indent + text)
 
-    def block(self, block: ast.Block, depth: int) -> None:
-        outer = "\t" * depth
-        inner = outer + "\t"
-        if block.leading:
-            self.comments(block.leading, outer)
-        self.lines.append(outer + "{")
-        previous = None
+    def block(self, root: ast.Block, depth: int) -> None:
+        """A block and the blocks nested in it, with a stack of its own (scopes nest as deep as ptxas allows)."""
         append = self.lines.append
-        for s in block.statements:
-            kind = type(s)
-            if previous is ast.Declaration and kind is not ast.Declaration:
-                append("")
-            if kind is ast.Instruction and not s.leading and not s.trailing:
-                append(inner + _instruction(s))
-            elif kind is ast.Block:
-                self.block(s, depth + 1)
+        self._open(root, depth)
+        stack: list[tuple[ast.Block, int, int, type | None]] = [(root, depth, 0, None)]
+        while stack:
+            block, depth, index, previous = stack.pop()
+            outer = "\t" * depth
+            inner = outer + "\t"
+            statements = block.statements
+            while index < len(statements):
+                s = statements[index]
+                index += 1
+                kind = type(s)
+                if previous is ast.Declaration and kind is not ast.Declaration:
+                    append("")
+                previous = kind
+                if kind is ast.Instruction and not s.leading and not s.trailing:
+                    append(inner + _instruction(s))
+                elif kind is ast.Block:
+                    stack.append((block, depth, index, previous))
+                    stack.append((s, depth + 1, 0, None))
+                    self._open(s, depth + 1)
+                    break
+                else:
+                    self.statement(LINE[kind](s), s, outer if kind is ast.Label else inner)
             else:
-                self.statement(LINE[kind](s), s, outer if kind is ast.Label else inner)
-            previous = kind
-        if block.footer:
-            self.comments(block.footer, inner)
-        self.statement("}", _Trailing(block.trailing), outer)
+                if block.footer:
+                    self.comments(block.footer, inner)
+                self.statement("}", _Trailing(block.trailing), outer)
+
+    def _open(self, block: ast.Block, depth: int) -> None:
+        if block.leading:
+            self.comments(block.leading, "\t" * depth)
+        self.lines.append("\t" * depth + "{")
 
     def function(self, f: ast.Function) -> None:
         if f.leading:

@@ -1,0 +1,130 @@
+"""The grammar as plain data: Lark compiles grammar/ptx.lark into LALR tables, which are kept in a cache file so
+that a run loads them with pickle and never imports Lark (start-up is a large part of every short command).
+
+The cache is keyed by the grammar's text and this module's; a missing or unreadable one is rebuilt and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in the wheel, and linked in a checkout
+
+# an action: a shift (the next state) or a reduction (rule index, goto symbol)
+Action = int | tuple[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What a reduction does with a rule's children: which to keep (and which are spliced helper lists), and the
+    name of the node builder (or that a `?rule` with one child is that child)."""
+
+    name: str  # the alias or the rule's own name
+    size: int
+    keep: tuple[tuple[int, bool], ...]  # (position, spliced) for each child that is not filtered punctuation
+    expand1: bool  # a `?rule` without an alias: one kept child is returned as it is
+    spliced: bool  # a helper rule Lark made for `x*`/`x+` (its name starts with `_`)
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    name: str
+    priority: int
+    pattern: str  # a regular expression, or the literal text when `literal`
+    literal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    states: dict[int, dict[str, Action]]
+    start_state: int
+    end_state: int
+    rules: tuple[Rule, ...]
+    terminals: tuple[Terminal, ...]  # in the grammar's order
+    ignore: frozenset[str]
+
+
+def grammar_text() -> str:
+    return GRAMMAR.read_text(encoding="utf-8")
+
+
+def _compile(text: str) -> Tables:
+    """Have Lark build the LALR tables (the only place that imports Lark)."""
+    from lark import Lark
+    from lark.parsers.lalr_analysis import Shift
+
+    lark = Lark(text, parser="lalr", lexer="basic", maybe_placeholders=False)
+    table = lark.parser.parser.parser.parse_table  # ParsingFrontend -> LALR_Parser -> _Parser
+    index = {rule: n for n, rule in enumerate(lark.rules)}
+    rules = []
+    for rule in lark.rules:
+        keep = tuple(
+            (i, not sym.is_term and sym.name.startswith("_"))
+            for i, sym in enumerate(rule.expansion)
+            if not (sym.is_term and sym.filter_out)
+        )
+        name = str(rule.alias or rule.origin.name)
+        expand1 = bool(rule.options.expand1) and not rule.alias
+        rules.append(Rule(name, len(rule.expansion), keep, expand1, name.startswith("_")))
+    states = {
+        state: {
+            str(symbol): arg if action is Shift else (index[arg], str(arg.origin.name))
+            for symbol, (action, arg) in row.items()
+        }
+        for state, row in table.states.items()
+    }
+    terminals = tuple(
+        Terminal(
+            t.name,
+            t.priority,
+            t.pattern.value if t.pattern.type == "str" else t.pattern.to_regexp(),
+            t.pattern.type == "str",
+        )
+        for t in lark.lexer_conf.terminals
+    )
+    return Tables(
+        states,
+        table.start_states["start"],
+        table.end_states["start"],
+        tuple(rules),
+        terminals,
+        frozenset(lark.lexer_conf.ignore),
+    )
+
+
+def _cache_file(text: str) -> Path:
+    """Keyed by the grammar and by this file (the shape of what is cached): either changing makes a new one."""
+    key = hashlib.sha256((text + "\0" + Path(__file__).read_text(encoding="utf-8")).encode()).hexdigest()[:16]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "ptxtool" / f"tables-{key}.pickle"
+
+
+@cache
+def load() -> Tables:
+    """The tables: from the cache file when it matches the grammar, else compiled now and cached for next time."""
+    text = grammar_text()
+    path = _cache_file(text)
+    try:
+        with path.open("rb") as f:
+            tables = pickle.load(f)
+        if isinstance(tables, Tables):
+            return tables
+    except Exception:  # noqa: BLE001 - missing, unreadable, from another version: rebuild it
+        pass
+    tables = _compile(text)
+    import tempfile  # only here: a run that finds its tables never needs it
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tables-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(tables, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: the tables still work, they are only rebuilt next time
+        pass
+    return tables
