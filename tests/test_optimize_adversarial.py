@@ -210,3 +210,10 @@ def test_long_rotation_of_pointers_is_bounded() -> None:
     start = time.perf_counter()
     assert _nc_added(_rotation(300), NOALIAS) == {}
     assert time.perf_counter() - start < 10
+
+
+def test_lane_mask_covering_the_declared_block_is_the_thread_index() -> None:
+    """With `.reqntid 32` (Triton declares its block), `threadIdx.x & 31` is `threadIdx.x`: the hint comes back."""
+    text = (DATA / "loop_and31.ptx").read_text().replace("\n{\n", "\n.reqntid 32\n{\n", 1)
+    assert _hinted(text) == ["ld.global.nc.L1::no_allocate.f32"]
+    assert _hinted(text.replace(".reqntid 32", ".reqntid 64")) == []

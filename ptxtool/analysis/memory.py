@@ -31,6 +31,7 @@ _CARRIED_DEPTH = 16  # loop-carried registers checked inside one another's check
 THREAD_INDICES = frozenset(f"%tid.{d}" for d in "xyz")
 BLOCK_INDICES = frozenset(f"%ctaid.{d}" for d in "xyz")
 _INDICES = THREAD_INDICES | BLOCK_INDICES
+THREAD_SHAPES = frozenset((t,) for t in THREAD_INDICES)
 
 
 class Space(Enum):
@@ -228,8 +229,10 @@ class _Evaluator:
         spaces: dict[str, Space],
         params: set[str],
         allocators: frozenset[str] = _ALLOCATORS,
+        threads: tuple[int, ...] = (),
     ):
         self.cfg, self.du, self.spaces, self.params, self.allocators = cfg, du, spaces, params, allocators
+        self.threads = threads  # the most threads per block in x, y, z (`.maxntid`/`.reqntid`), where declared
         self.loops = sorted(loops, key=lambda loop: -loop.depth)  # innermost first
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
@@ -354,7 +357,22 @@ class _Evaluator:
             return product + self.operand(op, 3) if product else self._opaque(op, key)
         if family == "neg" and n == 2:
             return self.operand(op, 1).scale(-1)
+        if family == "and" and n == 3 and self._whole_mask(self.operand(op, 1), self.operand(op, 2)):
+            return self.operand(op, 1)  # `%tid.x & 127` with at most 128 threads: %tid.x itself
         return self._opaque(op, key)
+
+    def _whole_mask(self, value: Affine, mask: Affine) -> bool:
+        """Whether `value & mask` is value: a thread index under a mask that covers every thread the kernel's
+        `.maxntid`/`.reqntid` allows in that dimension."""
+        bits = mask.constant
+        if len(value.terms) != 1 or value.const or value.base or bits is None or bits < 0 or bits & (bits + 1):
+            return False
+        ((symbol, coefficient),) = value.terms.items()
+        if coefficient != 1:
+            return False
+        dimension = "xyz".index(symbol.factors[0][-1]) if symbol.factors in THREAD_SHAPES else None
+        limit = self.threads[dimension] if dimension is not None and dimension < len(self.threads) else None
+        return limit is not None and limit <= bits + 1
 
     def _opaque(self, op: int, key: str) -> Affine:
         """A value computed in a way we do not follow; it still involves the special registers of its inputs
@@ -587,7 +605,9 @@ def memory_facts(
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
     defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
-    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined)
+    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
+    threads = tuple(int(v.text) for v in bounds[0].values) if bounds else ()
+    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined, threads)
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()
