@@ -269,14 +269,16 @@ def _cccl_include(nvcc: Tool) -> list[str]:
     return ["-isystem", found.abs_path] if found and found.found_via in _HEADER_SOURCES else []
 
 
-def cuda_to_ptx(path: str, arch: str | None) -> str:
-    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default). The file's faults (a syntax error, a
+def cuda_to_ptx(path: str, arch: str | None, lineinfo: bool = False) -> str:
+    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default; `.loc` line info with `lineinfo`). The
+    file's faults (a syntax error, a
     missing `#include "local.h"`) are InputError at its lines; a missing system header or compiler is the
     environment's (EnvironmentProblem)."""
     nvcc = find_tool("nvcc")
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         out = Path(tmp) / "out.ptx"
-        args = ["-ptx", *_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)]
+        options = [*_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), *(["-lineinfo"] * lineinfo)]
+        args = ["-ptx", *options, path, "-o", str(out)]
         done = run_tool(nvcc, args)
         if done.returncode == 0:
             return out.read_text()
