@@ -81,7 +81,6 @@ def _allowed(importer: str, imported: str) -> bool:
 
 
 # known exceptions, each to be removed by its owner (docs/architecture.md, "Not yet in their place")
-PENDING = {"ptxtool.syntax.parser imports ptxtool.isa.features"}  # the attribute words belong below the parser
 
 
 def test_no_import_points_upward():
@@ -92,7 +91,7 @@ def test_no_import_points_upward():
         for imported in _imports(path)
         if imported != "ptxtool" and not _allowed(_module_name(path), imported)
     }
-    assert wrong - PENDING == set()
+    assert wrong == set()
 
 
 def test_the_import_check_can_fail():
