@@ -78,14 +78,16 @@ SPECS = (
 
 def verify(folder: Path) -> bool:
     """Original and optimized outputs on the same random inputs, compared as bits (`ptxtool run A B`)."""
-    from ptxtool.launch import load_spec
-    from ptxtool.run import run
+    from ptxtool.services.launch import load_spec
+    from ptxtool.services.run import run
+    from ptxtool.sources import read_source
 
     ok = True
     for file, spec_path in SPECS:
         spec = load_spec(spec_path)
         for variant in list(VARIANTS)[1:]:
-            report = run([SOURCES[file], str(folder / f"{file}.{variant}.ptx")], spec)
+            pair = [read_source(str(SOURCES[file])), read_source(str(folder / f"{file}.{variant}.ptx"))]
+            report = run(pair, spec)
             ok &= report.exit_code == 0
             print(f"  {spec.kernel or '?':20} {variant:16} {report.verdict} ({report.trials} trials)")
     return ok

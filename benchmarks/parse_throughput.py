@@ -8,7 +8,7 @@ hold about 30 k lines of bytes; a 1 M-element `.b8` initializer on 16 k lines), 
 included), the wall time of `ptxas -arch=<target> FILE`, and the ratios ptxtool / ptxas. Every measurement runs in a
 fresh subprocess, so peak memory (ru_maxrss from wait4) is that measurement's alone.
 
-Usage: python benchmarks/parse_throughput.py [--quick] [--lines N...] [--largest K] [--repeat R] [--keep DIR]
+Usage: python benchmarks/parse_throughput.py [--quick] [--lines [N...]] [--largest K] [--repeat R] [--keep DIR]
                                             [--debug-lines N] [--elements N]
 Targets (issue 2): fmt ratio <= 1.0, and under 2 GB for 1 M lines; (issue 12) fmt ratio <= 1.0 on both data files.
 """
@@ -232,7 +232,9 @@ def bench_file(path: Path, ptxas: str, repeat: int, work: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="generated files of 50 k and 100 k lines, 2 corpus files")
-    ap.add_argument("--lines", type=int, nargs="+", help="sizes of the generated files (default 50,000 and 1,000,000)")
+    ap.add_argument(
+        "--lines", type=int, nargs="*", help="sizes of generated files (default 50 k and 1 M lines; none: no such file)"
+    )
     ap.add_argument("--largest", type=int, help="how many of the largest corpus files (default 4; --quick 2)")
     ap.add_argument(
         "--repeat", type=int, default=5, help="rounds per small file, best kept (3 under 200 k lines, then 1)"
@@ -242,7 +244,7 @@ def main() -> int:
     ap.add_argument("--debug-lines", type=int, default=30_000, help="lines of debug bytes in the -G file (0: none)")
     ap.add_argument("--elements", type=int, default=1_000_000, help="elements of the large initializer (0: none)")
     args = ap.parse_args()
-    sizes = args.lines or ([50_000, 100_000] if args.quick else [50_000, 1_000_000])
+    sizes = args.lines if args.lines is not None else ([50_000, 100_000] if args.quick else [50_000, 1_000_000])
     largest = args.largest if args.largest is not None else (2 if args.quick else 4)
     ptxas = find_ptxas()
     work = Path(tempfile.mkdtemp(prefix="ptxtool-bench-"))

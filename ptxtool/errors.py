@@ -29,12 +29,19 @@ class Location:
 
 @dataclass
 class Diagnostic:
-    """One message about an input, printed as `path:line:col: severity: message`."""
+    """One message about an input, printed as `path:line:col: severity: message`: the one record for parse errors,
+    legality problems, lint findings (`code` the rule id), budget violations and verification problems."""
 
     location: Location
     message: str
     severity: str = "error"
     notes: list[str] = field(default_factory=list)
+    code: str = ""
+
+    def to_data(self) -> dict:
+        """The JSON form every command's `errors` list uses."""
+        loc = self.location
+        return {"path": loc.path, "line": loc.line, "column": loc.column, "message": self.message}
 
 
 class InputError(PtxtoolError):
@@ -49,6 +56,12 @@ class InputError(PtxtoolError):
     @classmethod
     def at(cls, path: str, message: str, line: int = 0, column: int = 0) -> InputError:
         return cls([Diagnostic(Location(path, line, column), message)])
+
+
+class UsageError(PtxtoolError):
+    """Options that do not go together, found by a service: the command line's usage error (exit 2)."""
+
+    exit_code = EXIT_INPUT
 
 
 class EnvironmentProblem(PtxtoolError):

@@ -7,27 +7,76 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location, UsageError
 from ptxtool.syntax import ParseError, ast, parse
 
 STDIN = "-"
+CUDA_SUFFIXES = (".cu", ".cuh")
+BINARY_SUFFIXES = (".cubin",)
 _BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), fatbin
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """An input file's name (`<stdin>` for `-`) and its text."""
+    """An input file's name (`<stdin>` for `-`) and its text; a binary input (a .cubin) has its bytes instead."""
 
     path: str
     text: str
+    data: bytes = b""
 
     @property
     def display(self) -> str:
         return "<stdin>" if self.path == STDIN else self.path
+
+    @property
+    def is_cuda(self) -> bool:
+        """CUDA C++ (.cu/.cuh): the services that take it compile the file itself with nvcc."""
+        return self.path.endswith(CUDA_SUFFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An input that could not be read, and why: the services report it in input order beside the others."""
+
+    path: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def display(self) -> str:
+        return "<stdin>" if self.path == STDIN else self.path
+
+
+def read_inputs(paths: Sequence[str], *, cuda: bool = False, binary: bool = False) -> list[Source | Unreadable]:
+    """Read every input once, in order; `cuda` admits .cu/.cuh text, `binary` .cubin bytes. Stdin (`-`) only once."""
+    if list(paths).count(STDIN) > 1:
+        raise UsageError("stdin (-) can be read only once")
+    out: list[Source | Unreadable] = []
+    for path in paths:
+        try:
+            if binary and path.endswith(BINARY_SUFFIXES):
+                out.append(Source(path, "", _read_bytes(path)))
+            elif cuda and path.endswith(CUDA_SUFFIXES):
+                out.append(Source(path, _read_bytes(path).decode("utf-8", errors="replace")))
+            else:
+                out.append(read_source(path))
+        except InputError as error:
+            out.append(Unreadable(path, tuple(error.diagnostics)))
+    return out
+
+
+def _read_bytes(path: str) -> bytes:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError.at(path, "no such file")
+    try:
+        return p.read_bytes()
+    except OSError as error:
+        raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
 
 
 def read_source(path: str) -> Source:

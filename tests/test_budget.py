@@ -59,4 +59,4 @@ def test_matching_tables_say_nothing(tmp_path):
     _, result = inspect(
         '[kernels."nbody_*"]\nmax_registers = 255\n[kernels.stencil_25pt]\nmax_registers = 255\n', tmp_path
     )
-    assert result.exit_code == 0 and "warning" not in result.stderr
+    assert result.exit_code == 0 and "matches no kernel" not in result.stderr  # (ptxas warnings are on stderr too)

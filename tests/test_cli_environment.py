@@ -194,3 +194,13 @@ def test_writable_file_is_still_replaced(tmp_path):
     out.chmod(0o640)
     done = ptxtool("fmt", str(PTX), "-o", str(out))
     assert done.returncode == 0 and out.read_text().startswith("//") and stat.S_IMODE(out.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("args", [["parse", str(PTX)], ["inspect", str(PTX)]], ids=["parse", "inspect"])
+def test_a_missing_home_is_never_created(args: list[str], tmp_path: Path) -> None:
+    """As whoever runs the tests (root too, who could create it): no cache under a home that does not exist, for
+    the compile cache and the parser's table cache alike."""
+    home = tmp_path / "missing" / "home"
+    result = ptxtool(*args, env={"HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "missing").exists()

@@ -138,7 +138,9 @@ def test_module_without_kernels_says_so(tmp_path):
     assert result.exit_code == EXIT_INPUT and "no function named 'g' (functions with bodies: f)" in result.stderr
     (tmp_path / "none.ptx").write_text(".version 8.0\n.target sm_80\n.address_size 64\n")
     result = run("cfg", str(tmp_path / "none.ptx"))
-    assert result.exit_code == EXIT_INPUT and "none.ptx: no kernel or function with a body to draw" in result.stderr
+    assert (
+        result.exit_code == EXIT_INPUT and "none.ptx: error: no kernel or function with a body to draw" in result.stderr
+    )
     result = run("sass", str(empty))
     assert result.exit_code == 0 and result.stdout == ""
     assert "no SASS: ptxas keeps kernels (.entry) and the functions they call" in result.stderr
@@ -281,7 +283,7 @@ def test_sarif_uris_are_percent_encoded(command, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("args", "schema"),
     [
-        (["parse", "--json", PTX], "ptxtool.ast/1"),
+        (["parse", "--json", PTX], "ptxtool.ast/2"),
         (["inspect", "--json", PTX], "ptxtool.inspect/1"),
         (["lint", "--json", PTX], "ptxtool.lint/1"),
         (["optimize", "--json", PTX, "-o", "{tmp}/out.ptx"], "ptxtool.optimize/1"),

@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import CORPUS
 
+from ptxtool.analysis.legality import check_module
 from ptxtool.cli import main
-from ptxtool.legality import check_module
-from ptxtool.lint import lint_file, load_settings
+from ptxtool.lint import load_settings
+from ptxtool.services.lint import lint_file
 from ptxtool.services.optimize import optimize
 from ptxtool.sources import read_source
 from ptxtool.syntax import parse
@@ -78,7 +79,7 @@ def test_readonly_note_names_the_noalias_it_takes() -> None:
     """PTX005 said '`ptxtool optimize` adds it' where optimize does not: the kernel writes another pointer, so `.nc`
     needs --noalias (nvcc's and clang's kernels without __restrict__)."""
     settings = load_settings({}, "test", select=("PTX005",), ptxas=False)
-    found = lint_file(str(FRESH / "nvcc.k11_restrict.sm75.ptx"), settings).findings
+    found = lint_file(read_source(str(FRESH / "nvcc.k11_restrict.sm75.ptx")), settings).findings
     note = next(f.message for f in found if "'stencil_alias_param_0'" in f.message)
     assert note.endswith("`ptxtool optimize --noalias stencil_alias` adds it if it never aliases stencil_alias_param_1")
 

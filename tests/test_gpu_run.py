@@ -17,10 +17,23 @@ from conftest import SPEC_PTX
 
 from ptxtool.cli import main
 from ptxtool.errors import EnvironmentProblem
-from ptxtool.launch import fill, from_bf16, load_spec, spec_from_data
-from ptxtool.run import bench, run
+from ptxtool.report.gpu import run_lines
+from ptxtool.services import bench as bench_service
+from ptxtool.services import run as run_service
+from ptxtool.services.launch import fill, from_bf16, load_spec, spec_from_data
+from ptxtool.sources import read_inputs
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.gpu import probe
+
+
+def run(paths, *args, **kwargs):
+    """The run service on files read as the command reads them (a .cubin as bytes)."""
+    return run_service.run(read_inputs([str(p) for p in paths], binary=True), *args, **kwargs)
+
+
+def bench(paths, *args, **kwargs):
+    return bench_service.bench(read_inputs([str(p) for p in paths], binary=True), *args, **kwargs)
+
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 ELEMENTWISE = SAMPLES / "elementwise.sm90.ptx"
@@ -80,9 +93,9 @@ REFERENCES = {
 def test_sample_kernel_computes_its_reference(name: str) -> None:
     spec = load_spec(str(SAMPLES / f"{name}.toml"))
     report = run([str(SAMPLES / SPEC_PTX[name])], spec, trials=2)
-    assert report.verdict == "ran", report.lines()
-    assert all(o.unwritten in (None, 0) for o in report.outputs), report.lines()
-    assert REFERENCES[name](report.data, inputs(name)), report.lines()
+    assert report.verdict == "ran", run_lines(report)
+    assert all(o.unwritten in (None, 0) for o in report.outputs), run_lines(report)
+    assert REFERENCES[name](report.data, inputs(name)), run_lines(report)
 
 
 def test_formatted_ptx_is_identical(tmp_path: Path) -> None:
@@ -145,7 +158,7 @@ def test_float_atomics_agree_within_tolerance() -> None:
     spec = load_spec(str(SAMPLES / "block_sum.toml"))
     path = str(SAMPLES / "reduce.sm90.ptx")
     report = run([path, path], spec, trials=5)
-    assert report.verdict == "within_tolerance" and report.exit_code == 0, report.lines()
+    assert report.verdict == "within_tolerance" and report.exit_code == 0, run_lines(report)
 
 
 def test_cubin_from_ptxas_matches_the_driver_jit(tmp_path: Path) -> None:
@@ -158,7 +171,7 @@ def test_cubin_from_ptxas_matches_the_driver_jit(tmp_path: Path) -> None:
     path = tmp_path / "elementwise.sm90.cubin"
     path.write_bytes(cubin)
     report = run([str(ELEMENTWISE), str(path)], load_spec(str(SAMPLES / "saxpy.toml")))
-    assert report.verdict == "identical", report.lines()
+    assert report.verdict == "identical", run_lines(report)
 
 
 def test_bench_ratio_of_a_file_with_itself_is_near_one(tmp_path: Path) -> None:
@@ -167,7 +180,7 @@ def test_bench_ratio_of_a_file_with_itself_is_near_one(tmp_path: Path) -> None:
     report = bench([str(ELEMENTWISE), str(formatted)], load_spec(str(SAMPLES / "saxpy.toml")), launches=60)
     assert report.working_set_bytes > report.device.l2_bytes and report.copies >= 2
     assert all(len(t.samples) == 60 and min(t.samples) > 0 for t in report.timings)
-    assert 0.8 < report.ratio < 1.25 and 0.8 < report.noise < 1.25, report.lines()
+    assert 0.8 < report.ratio < 1.25 and 0.8 < report.noise < 1.25, run_lines(report)
 
 
 def test_cli_json_and_exit_codes(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from ptxtool.analysis.cfg import build_cfg
-from ptxtool.analysis.pictures import pressure_text
 from ptxtool.analysis.pressure import pressure
 from ptxtool.cli import main
+from ptxtool.report.pictures import pressure_text
 from ptxtool.syntax import parse
 from ptxtool.toolchain.discover import find_tool
 

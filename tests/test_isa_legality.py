@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import CORPUS
 
+from ptxtool.analysis.legality import check_module
 from ptxtool.cli import main
-from ptxtool.legality import check_module
 from ptxtool.syntax import ast, parse
 from ptxtool.toolchain import discover
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from test_isa_legality import ptxas_error_lines
 
 from ptxtool import isa
-from ptxtool.legality import check_module
+from ptxtool.analysis.legality import check_module
 from ptxtool.syntax import parse
 
 # (instruction, the modifier we must name); each is one made-up or misplaced word on a checked family

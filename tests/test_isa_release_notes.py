@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ptxtool import isa
+from ptxtool.analysis.legality import check_module
 from ptxtool.isa.targets import TARGET_INTRODUCED
-from ptxtool.legality import check_module
 from ptxtool.syntax import parse
 
 # (PTX ISA version of the release note, target, a sample that uses what the note adds)

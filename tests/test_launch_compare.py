@@ -11,8 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from ptxtool.cli import main
-from ptxtool.launch import Buffer, load_spec, to_bf16
-from ptxtool.run import bytes_moved, compare, element_text, first_change, rotation_copies, summarize
+from ptxtool.services.bench import bytes_moved, rotation_copies
+from ptxtool.services.launch import Buffer, load_spec, to_bf16
+from ptxtool.services.run import compare, element_text, first_change, summarize
 from ptxtool.toolchain.gpu import DeviceInfo, probe
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"

@@ -9,8 +9,14 @@ import pytest
 from conftest import SPEC_PTX
 
 from ptxtool.errors import InputError
-from ptxtool.launch import Buffer, Scalar, fill, from_bf16, load_spec, spec_from_data, to_bf16
-from ptxtool.run import load_program
+from ptxtool.services import launch
+from ptxtool.services.launch import Buffer, Scalar, fill, from_bf16, load_spec, spec_from_data, to_bf16
+from ptxtool.sources import read_source
+
+
+def load_program(path: str, *args, **kwargs):
+    return launch.load_program(read_source(path), *args, **kwargs)
+
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ptxtool.lint import lint_file, load_settings
+from ptxtool.lint import load_settings
+from ptxtool.services.lint import lint_file
 from ptxtool.sources import parse_source, read_source
 from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.sass import disassemble
@@ -26,7 +27,7 @@ def _private_cache(tmp_path, monkeypatch):
 def flagged(file: str, rule: str) -> set[str]:
     """The kernels with a finding of `rule`: the one whose declaration-to-end span holds the finding's line."""
     path = CORPUS / file
-    result = lint_file(str(path), load_settings({}, "test", select=(rule,)))
+    result = lint_file(read_source(str(path)), load_settings({}, "test", select=(rule,)))
     assert not result.errors and not result.notices, (result.errors, result.notices)
     module = parse_source(read_source(str(path)))
     spans = [(f.line, f.body.end_line, f.name) for f in module.functions if f.body is not None]
@@ -64,6 +65,6 @@ def test_local_memory_findings_agree_with_the_sass() -> None:
 
 def test_ptxas_warning_without_a_function_points_at_the_kernel_declaration() -> None:
     path = CORPUS / "ptx003.sm90a.ptx"
-    result = lint_file(str(path), load_settings({}, "test", select=("PTX008",)))
+    result = lint_file(read_source(str(path)), load_settings({}, "test", select=("PTX008",)))
     declaration = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "entry _Z12ws_unbounded" in line)
     assert [(f.line, "'setmaxnreg' ignored" in f.message) for f in result.findings] == [(declaration, True)]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ptxtool.lint import all_rules, lint_file, load_settings
+from ptxtool.lint import all_rules, load_settings
+from ptxtool.services.lint import lint_file
+from ptxtool.sources import read_source
 
 DATA = Path(__file__).parent / "data" / "lint"
 SAMPLES = Path(__file__).parent.parent / "samples"
@@ -25,7 +27,7 @@ def _private_cache(tmp_path_factory):
 
 def findings(path: Path, rule: str, **flags) -> list:
     settings = load_settings({}, "test", select=(rule,), **flags)
-    result = lint_file(str(path), settings)
+    result = lint_file(read_source(str(path)), settings)
     assert not result.errors, result.errors
     return result.findings
 

@@ -147,18 +147,18 @@ def test_diff_is_the_rewrites_and_writes_nothing(tmp_path: Path) -> None:
 def test_stdin_with_gpu_verification_reads_the_input_once(monkeypatch) -> None:
     """`optimize - --verify-gpu spec < k.ptx`: the GPU run gets the texts read from stdin (the service never
     reads the input again). The GPU itself is faked here; tests/test_optimize_gpu.py runs the real one."""
-    import ptxtool.run
+    import ptxtool.services.run
 
     seen = {}
 
     class Report:
         verdict, trials, exit_code = "identical", 3, 0
 
-    def fake_run(paths, spec, *args, **kwargs):
-        seen["texts"] = [Path(p).read_text() for p in paths]
+    def fake_run(sources, spec, *args, **kwargs):
+        seen["texts"] = [s.text for s in sources]
         return Report()
 
-    monkeypatch.setattr(ptxtool.run, "run", fake_run)
+    monkeypatch.setattr(ptxtool.services.run, "run", fake_run)
     text = Path(COMM).read_text()
     cli = CliRunner().invoke(
         main, ["optimize", "-", "--verify-gpu", str(SAMPLES / "plain_copy.toml")], input=text, catch_exceptions=False

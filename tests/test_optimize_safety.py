@@ -11,8 +11,10 @@ import pytest
 from ptxtool import isa
 from ptxtool.analysis.memory import memory_facts
 from ptxtool.isa.caching import with_modifier
-from ptxtool.lint import lint_file, load_settings
+from ptxtool.lint import load_settings
 from ptxtool.passes.cache_operators import Settings, cache_operators
+from ptxtool.services.lint import lint_file
+from ptxtool.sources import read_source
 from ptxtool.syntax import ast, format_module, parse
 
 DATA = Path(__file__).parent / "data" / "safety"
@@ -358,7 +360,7 @@ def test_the_target_used_counts() -> None:
 
 def _lint_nc(path: Path) -> dict[tuple[str, int], str]:
     settings = load_settings({}, "test", select=("PTX005",))
-    result = lint_file(str(path), settings)
+    result = lint_file(read_source(str(path)), settings)
     assert not result.errors
     return {(f.message.split("'")[3], f.line): f.message for f in result.findings}
 

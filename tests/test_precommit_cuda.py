@@ -72,5 +72,5 @@ def test_hooks_pass_on_a_cu_kernel_within_budget_and_fail_beyond_it(tmp_path: Pa
     (project / "budget.toml").write_text('[kernels."*"]\nmax_registers = 4\n')
     done = _pre_commit(project, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "block_sum.cu: budget: kernel _Z9block_sumPKiPi: " in done.stdout
+    assert "block_sum.cu: budget/max_registers error: kernel _Z9block_sumPKiPi: " in done.stdout
     assert "registers > max_registers = 4 (budget budget.toml" in done.stdout

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ptxtool.cli import main
-from ptxtool.passes import PASSES
+from ptxtool.passes import PASSES, Pass
 from ptxtool.passes.report import PassReport, Rewrite
 from ptxtool.services.optimize import optimize
 from ptxtool.sources import Source, read_source
@@ -188,7 +188,9 @@ def _careless(module: ast.Module, settings: object) -> tuple[ast.Module, PassRep
 
 @pytest.fixture
 def careless(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setitem(PASSES, "careless", (_careless, object))
+    monkeypatch.setitem(
+        PASSES, "careless", Pass("careless", lambda module, settings, _: _careless(module, settings), object)
+    )
     return "careless"
 
 

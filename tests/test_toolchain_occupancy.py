@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxtool.toolchain.occupancy import LIMITS, limits_for, occupancy
+from ptxtool.toolchain.occupancy import SM_LIMITS, limits_for, occupancy
 
 
 @pytest.mark.parametrize(
@@ -28,6 +28,6 @@ def test_known_occupancies(arch, registers, shared, block, expected, limited_by)
 
 
 def test_table_covers_sm75_to_sm121_and_suffixes():
-    assert {75, 80, 86, 89, 90, 100, 120, 121} <= set(LIMITS)
-    assert limits_for("sm_90a") is LIMITS[90] and limits_for("sm_100f") is LIMITS[100]
+    assert {75, 80, 86, 89, 90, 100, 120, 121} <= set(SM_LIMITS)
+    assert limits_for("sm_90a") is SM_LIMITS[90] and limits_for("sm_100f") is SM_LIMITS[100]
     assert occupancy("sm_88", 32, 0, 256) is None

@@ -39,9 +39,6 @@ class Loop:
     depth: int
     induction: tuple[InductionVariable, ...]
 
-    def contains_op(self, cfg: CFG, op: int) -> bool:
-        return cfg.block_of[op] in self.blocks
-
 
 def _body(cfg: CFG, header: int, latches: list[int]) -> frozenset[int]:
     body = {header}

@@ -15,12 +15,11 @@ from ptxtool.analysis.dataflow.liveness import Liveness, liveness
 
 @dataclass(frozen=True, slots=True)
 class PressurePoint:
-    """Pressure at one op: its index, PTX line, 32-bit units and predicates live."""
+    """Pressure at one op: its index, PTX line and 32-bit units live."""
 
     op: int
     line: int
     units: int
-    predicates: int
 
 
 @dataclass(frozen=True)
@@ -56,13 +55,6 @@ def pressure(cfg: CFG, live: Liveness | None = None) -> PressureCurve:
         after = live.live_out[op.index] | set(op.defs)
         before = live.live_in[op.index]
         here = max(before, after, key=lambda s: sum(registers[k].units for k in s))
-        points.append(
-            PressurePoint(
-                op.index,
-                op.line,
-                sum(registers[k].units for k in here),
-                sum(1 for k in here if registers[k].type == "pred"),
-            )
-        )
+        points.append(PressurePoint(op.index, op.line, sum(registers[k].units for k in here)))
         at.append(frozenset(here))
     return PressureCurve(cfg.function.name, tuple(points), tuple(at))

@@ -66,10 +66,6 @@ class InstructionInfo:
     needs: tuple[Need, ...] = ()
 
     @property
-    def reads_memory(self) -> bool:
-        return any(a.mode is not Mode.WRITE for a in self.accesses)
-
-    @property
     def writes_memory(self) -> bool:
         return any(a.mode is not Mode.READ for a in self.accesses)
 

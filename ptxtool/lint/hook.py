@@ -44,10 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     require = _OWN_FLAG in options
     options = [o for o in options if o != _OWN_FLAG]
     if not require:
-        from ptxtool.config import tool_config
+        from ptxtool.config import load
 
         try:
-            require = bool(tool_config("lint").get("require-nvcc", False))
+            require = bool(load("lint").get("require-nvcc", False))
         except PtxtoolError as error:
             print(f"error: {error}", file=sys.stderr)
             return error.exit_code

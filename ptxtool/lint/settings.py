@@ -14,7 +14,6 @@ register-file = 65536
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ptxtool.errors import InputError
@@ -24,7 +23,7 @@ _GLOBAL_KEYS = {"select": list, "ignore": list, "ptxas": bool, "require-nvcc": b
 
 
 @dataclass(frozen=True)
-class Settings:
+class LintSettings:
     select: tuple[str, ...] = ("PTX",)
     ignore: tuple[str, ...] = ()
     ptxas: bool = True
@@ -64,6 +63,8 @@ def _rule_options(config: dict, where: str) -> dict[str, dict]:
             elif option not in r.options or type(setting) is not type(default):
                 expected = ", ".join(f"{k} ({type(v).__name__})" for k, v in r.options.items()) or "none"
                 raise InputError.at(where, f"[tool.ptxtool.lint.{key}] bad option {option!r}; {r.id} takes: {expected}")
+            elif isinstance(setting, int | float) and not isinstance(setting, bool) and setting < 0:
+                raise InputError.at(where, f"[tool.ptxtool.lint.{key}] {option} must not be negative; got {setting}")
         out.setdefault(r.id, {}).update(value)
     return out
 
@@ -78,23 +79,15 @@ def load_settings(
     require_nvcc: bool | None = None,
     arch: str | None = None,
     fail_on: str | None = None,
-) -> Settings:
-    """Settings from a `[tool.ptxtool.lint]` table (`where` names it in errors) and flags (empty/None: not given)."""
-    for key, kind in _GLOBAL_KEYS.items():
-        if key in config and not isinstance(config[key], kind):
-            raise InputError.at(where, f"[tool.ptxtool.lint] {key} must be a {kind.__name__}")
+) -> LintSettings:
+    """Settings from a `[tool.ptxtool.lint]` table that config.load checked (`where` names it in errors) and flags
+    (empty/None: not given)."""
     chosen = tuple(select) or tuple(config.get("select", ("PTX",)))
     dropped = tuple(ignore) or tuple(config.get("ignore", ()))
-    if not re.fullmatch(r"sm_\d+[af]?", config.get("arch", "sm_0")):
-        raise InputError.at(
-            where, f'[tool.ptxtool.lint] arch must be a GPU target such as "sm_90a"; got {config["arch"]!r}'
-        )
     fail = fail_on or config.get("fail-on", "note")
-    if fail not in SEVERITIES:
-        raise InputError.at(where, f"[tool.ptxtool.lint] fail-on must be one of {SEVERITIES}")
     _check_tokens(chosen, "--select" if select else where)
     _check_tokens(dropped, "--ignore" if ignore else where)
-    return Settings(
+    return LintSettings(
         chosen,
         dropped,
         config.get("ptxas", True) if ptxas is None else ptxas,
@@ -105,7 +98,7 @@ def load_settings(
     )
 
 
-def active_rules(settings: Settings) -> list[Rule]:
+def active_rules(settings: LintSettings) -> list[Rule]:
     """The rules selected and not ignored, in id order."""
     return [
         r
@@ -114,15 +107,15 @@ def active_rules(settings: Settings) -> list[Rule]:
     ]
 
 
-def options_for(settings: Settings, r: Rule) -> dict:
+def options_for(settings: LintSettings, r: Rule) -> dict:
     """A rule's options: its defaults, then what the config says."""
     return r.options | {k: v for k, v in settings.rule_options.get(r.id, {}).items() if k != "severity"}
 
 
-def severity_for(settings: Settings, r: Rule) -> str:
+def severity_for(settings: LintSettings, r: Rule) -> str:
     return settings.rule_options.get(r.id, {}).get("severity", r.severity)
 
 
-def fails(settings: Settings, severity: str) -> bool:
-    """Whether a finding of this severity makes the run fail (exit 1)."""
-    return SEVERITIES.index(severity) <= SEVERITIES.index(settings.fail_on)
+def fails(fail_on: str, severity: str) -> bool:
+    """Whether a finding of this severity makes the run fail (exit 1) when `fail_on` is the least that does."""
+    return SEVERITIES.index(severity) <= SEVERITIES.index(fail_on)

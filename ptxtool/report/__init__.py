@@ -1,1 +1,47 @@
-"""Turning results into output: rich console text for people, JSON for machines."""
+"""The one renderer: any service Result as text (rich on a terminal, plain when piped), JSON or SARIF, chosen from
+a table by the Result's type the way the printer picks a function per node class. Results go to stdout; diagnostics,
+warnings and status to stderr. report/ is a leaf: it reads Results by their fields and imports no service."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ptxtool.report.console import Out
+from ptxtool.report.text import TEXT
+
+if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
+    from ptxtool.services.result import Result
+
+FORMATS = ("text", "json", "sarif")
+
+
+def _sarif(result: Result) -> dict:
+    from ptxtool import __version__
+    from ptxtool.report import sarif
+
+    table: dict[str, Callable[[object, str], dict]] = {"InspectResult": sarif.inspect_log, "LintResult": sarif.lint_log}
+    return table[type(result).__name__](result, __version__)
+
+
+def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
+    """Write a Result in one format (`text`, `json`, `sarif`) and return its exit code. With a machine format the
+    document alone goes to stdout and the text renderer writes only to stderr."""
+    out = out or Out.standard()
+    machine = form != "text"
+    if machine:
+        document = result.to_data() if form == "json" else _sarif(result)
+        json.dump(document, out.stdout, indent=1)
+        out.stdout.write("\n")
+    TEXT[type(result).__name__](result, out, machine)
+    return result.exit_code
+
+
+def emit_and_exit(result: Result, form: str = "text") -> None:
+    """`emit`, then leave with the Result's exit code (the last thing every command does)."""
+    code = emit(result, form)
+    sys.stdout.flush()
+    if code:
+        sys.exit(code)

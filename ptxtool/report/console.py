@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
-from ptxtool.errors import Diagnostic
+from ptxtool.errors import Diagnostic, InputError, PtxtoolError
 
 _WIDTH = 160  # source lines longer than this are cut around the error column
 
@@ -16,6 +20,32 @@ _STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan"}
 
 def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+@dataclass
+class Out:
+    """Where a Result goes: results to `stdout` (rich only on a terminal), everything else to `stderr`."""
+
+    stdout: TextIO
+    stderr: Console
+
+    @classmethod
+    def standard(cls) -> Out:
+        return cls(sys.stdout, stderr_console())
+
+    @property
+    def terminal(self) -> bool:
+        return self.stdout.isatty()
+
+    def line(self, text: str = "") -> None:
+        self.stdout.write(text + "\n")
+
+    def status(self, text: str) -> None:
+        """A status or report line on stderr, printed as it is."""
+        self.stderr.print(text, markup=False, highlight=False)
+
+    def diagnostic(self, d: Diagnostic) -> None:
+        print_diagnostic(self.stderr, d)
 
 
 def _excerpt(source: str, column: int) -> tuple[str, int]:
@@ -30,11 +60,21 @@ def _excerpt(source: str, column: int) -> tuple[str, int]:
     )
 
 
+def print_error(console: Console, error: PtxtoolError) -> None:
+    """An error a user can act on: each diagnostic of bad input, or one line."""
+    if isinstance(error, InputError):
+        for d in error.diagnostics:
+            print_diagnostic(console, d)
+    else:
+        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", markup=True)
+
+
 def print_diagnostic(console: Console, d: Diagnostic) -> None:
     loc = d.location
     where = loc.path + (f":{loc.line}" if loc.line else "") + (f":{loc.column}" if loc.line and loc.column else "")
     style = _STYLE.get(d.severity, "bold")
-    console.print(f"[bold]{escape(where)}:[/bold] [{style}]{d.severity}:[/{style}] {escape(d.message)}")
+    code = f" {escape(d.code)}" if d.code else ""
+    console.print(f"[bold]{escape(where)}:[/bold]{code} [{style}]{d.severity}:[/{style}] {escape(d.message)}")
     if loc.source and loc.line:
         text, column = _excerpt(loc.source, loc.column)
         console.print("    " + escape(text))
@@ -42,3 +82,17 @@ def print_diagnostic(console: Console, d: Diagnostic) -> None:
             console.print("    " + " " * (column - 1) + f"[{style}]^[/{style}]")
     for note in d.notes:
         console.print(f"    [cyan]note:[/cyan] {escape(note)}")
+
+
+@contextmanager
+def progress(total: int, what: str) -> Iterator[Callable[[], None] | None]:
+    """A progress bar on stderr for several inputs on a terminal; yields the callback that advances it (or None)."""
+    console = stderr_console()
+    if total < 2 or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda: bar.advance(task)

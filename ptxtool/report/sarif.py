@@ -111,3 +111,20 @@ def sarif_document(reports: list, violations: list, version: str, errors: list |
                 }
             )
     return sarif_log(RULES, results, version)
+
+
+def inspect_log(result, version: str) -> dict:
+    """`inspect --sarif`: violations, ptxas warnings, and the inputs that could not be inspected."""
+    return sarif_document(result.reports, result.violations, version, result.errors)
+
+
+def lint_log(result, version: str) -> dict:
+    """`lint --sarif`: findings under their rule ids; unreadable inputs as `input/error` results."""
+    rules = {r.id: f"{r.name}: {r.summary}" for r in result.rules} | {"input/error": RULES["input/error"]}
+    out = [
+        sarif_result("input/error", "error", d.message, d.location.path, d.location.line, d.location.column)
+        for r in result.files
+        for d in r.errors
+    ]
+    out += [sarif_result(f.rule, f.severity, f.message, f.path, f.line, f.column) for f in result.findings]
+    return sarif_log(rules, out, version, {r.id: r.doc for r in result.rules})

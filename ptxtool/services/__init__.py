@@ -1,1 +1,1 @@
-"""One module per command: execute(options, sources) -> Result."""
+"""One module per command: execute(options, sources) -> Result; they never print, exit or read config."""

@@ -18,20 +18,19 @@ the file, and nothing is written). docs/optimize.md states the rules; services n
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
 from ptxtool.passes.report import Dropped, Insertion, Rewrite
-from ptxtool.sources import Source, parse_source
+from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
+from ptxtool.syntax.names import matches
 from ptxtool.syntax.printer import LINE, inline
 from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.resources import FunctionResources
@@ -56,6 +55,23 @@ class Options:
     arch: str | None = None
     strict: bool = False
     spec: str | None = None
+    output: str | None = None  # write the verified text here (None: stdout, unless in_place or diff)
+    in_place: bool = False
+    diff: bool = False  # the unified diff of the verified rewrites on stdout; nothing written
+    verbose: bool = False  # also report each candidate the passes skipped
+    named: tuple[tuple[str, str], ...] = ()  # (option, kernel glob) the user gave: a glob naming no kernel is a typo
+
+    def checked(self, path: str, as_json: bool) -> Options:
+        """These options for this input, or the usage error they make (before the input is read)."""
+        if self.output and self.in_place:
+            raise UsageError("give -o or --in-place, not both")
+        if self.diff and (self.output or self.in_place or as_json):
+            raise UsageError("--diff writes nothing: drop -o/--in-place/--json, or --diff to write")
+        if as_json and not (self.output or self.in_place):
+            raise UsageError("--json needs -o or --in-place: without them stdout carries the PTX")
+        if self.in_place and path == STDIN:
+            raise UsageError("--in-place needs a file, not stdin")
+        return self
 
 
 @dataclass
@@ -114,6 +130,9 @@ class OptimizeResult:
     insertions: list[Insertion] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checks: Checks = field(default_factory=Checks)
+    options: Options = field(default_factory=Options)
+    original: str = ""  # the input's text (for --diff)
+    unmatched: list[str] = field(default_factory=list)  # kernel globs of the command line that name no kernel
 
     @property
     def changed(self) -> bool:
@@ -195,6 +214,25 @@ def _policy(value: Any, default: Policy, include: list[str], exclude: list[str],
     raise InputError.at(where, "[tool.ptxtool.optimize]: a policy is true/false or {enabled, include, exclude}")
 
 
+def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> tuple[tuple[str, ...], Settings]:
+    """The pipeline and settings: the flags given over `[tool.ptxtool.optimize]` (read by config.load) over the
+    defaults."""
+    passes, settings = settings_from_config(table, where)
+    if flags["passes"]:
+        passes = tuple(p.strip() for p in flags["passes"].split(",") if p.strip())
+    given = {name: flags[name] for name in ("readonly", "streaming", "stores", "l2_evict_first")}
+    given["unsafe_volatile_nc"] = flags["unsafe_volatile_nc"] or None
+    for name, value in given.items():
+        policy = getattr(settings, name)
+        include = tuple(flags["include"]) or policy.include
+        policy = Policy(policy.enabled if value is None else value, include, policy.exclude + tuple(flags["exclude"]))
+        settings = replace(settings, **{name: policy})
+    settings = replace(settings, noalias=settings.noalias + tuple(flags["noalias"]))
+    if flags["store_hint"]:
+        settings = replace(settings, store_hint=flags["store_hint"])
+    return passes, settings
+
+
 def check_passes(names: tuple[str, ...], where: str) -> None:
     for name in names:
         if name not in PASSES:
@@ -237,6 +275,16 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     result.checks = _count_checks(kept, after.sass)
     if options.spec and kept and not problems:
         result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
+    result.options, result.original = options, source.text
+    names = [k.name for k in module.kernels]
+    result.unmatched = [
+        f"--{option} {glob} matches no kernel of {path} (kernels: {', '.join(names)})"
+        for option, glob in options.named
+        if names and not any(matches(name, (glob,)) for name in names)
+    ]
+    target = source.path if options.in_place else options.output
+    if result.verified and target and (result.changed or target != source.path):
+        write_atomic(target, result.text)
     return result
 
 
@@ -689,16 +737,11 @@ def _global_memory(code: SassCode | None) -> dict[str, int]:
 def _compare_on_gpu(source: Source, text: str, spec_path: str) -> tuple[str, int, list[str]]:
     """Run the original and the optimized text on the GPU with the spec (from the texts, never re-read from disk);
     the verdict, the trials, and the differences as problems."""
-    from ptxtool.launch import load_spec
-    from ptxtool.run import run
+    from ptxtool.report.gpu import run_lines
+    from ptxtool.services.launch import load_spec
+    from ptxtool.services.run import run
 
-    spec = load_spec(spec_path)
-    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
-        original, optimized = Path(tmp) / "original.ptx", Path(tmp) / "optimized.ptx"
-        original.write_text(source.text)
-        optimized.write_text(text)
-        report = run([str(original), str(optimized)], spec)
-    problems = (
-        [] if report.exit_code == EXIT_OK else [f"on the GPU ({spec_path}): {x.strip()}" for x in report.lines()[1:4]]
-    )
+    report = run([source, Source(f"{source.display} (optimized)", text)], load_spec(spec_path))
+    lines = run_lines(report)[1:4] if report.exit_code != EXIT_OK else []
+    problems = [f"on the GPU ({spec_path}): {x.strip()}" for x in lines]
     return report.verdict, report.trials, problems

@@ -327,7 +327,50 @@ class Block(Owner):
     end_column: int = field(default=0, compare=False, kw_only=True)
 
 
-Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block
+@dataclass(frozen=True, slots=True)
+class Data(Owner):
+    """A run of debug-section data lines and labels held as one string, not a node per line (a `-G` file has tens of
+    thousands): `text` is their canonical form, one `.b8 1, 2` or `name:` a line; `statements` gives the Directive
+    and Label nodes they stand for, with their positions when parsed (`source`, the text as written, keeps them)."""
+
+    text: str
+    source: str = field(default="", compare=False, repr=False)
+
+    @property
+    def statements(self) -> tuple[Directive | Label, ...]:
+        from ptxtool.syntax.lexer import SECTION_LINE
+
+        if self.source:
+            text, line, line_start = self.source, self.line, 1 - self.column
+        else:
+            text, line, line_start = self.text, 0, None
+        names: dict[str, Name | Immediate] = {}
+        out: list[Directive | Label] = []
+        counted = 0
+        for m in SECTION_LINE.finditer(text):
+            start = m.start()
+            newlines = text.count("\n", counted, start)
+            if newlines and line_start is not None:
+                line += newlines
+                line_start = text.rfind("\n", counted, start) + 1
+            counted = start
+            column = 0 if line_start is None else start - line_start + 1
+            word, values, label = m.groups()
+            if label is not None:
+                out.append(Label(label, line=line, column=column, end_line=line))
+                continue
+            args = []
+            for value in values.split(","):
+                value = value.strip()
+                node = names.get(value)
+                if node is None:
+                    node = names[value] = Immediate(value) if value[0].isdigit() else Name(value)
+                args.append((node,))
+            out.append(Directive(word, tuple(args), line=line, column=column, end_line=line))
+        return tuple(out)
+
+
+Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block | Data
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +394,8 @@ class Function(Owner):
 
 @dataclass(frozen=True, slots=True)
 class Section(Owner):
-    """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels."""
+    """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels, or (a
+    body of nothing else, as compilers write it) one Data holding them all; `ast.expanded` gives either as nodes."""
 
     name: str
     body: Block
@@ -417,6 +461,7 @@ NODE_TYPES: tuple[type, ...] = (
     Label,
     Declaration,
     Directive,
+    Data,
     Difference,
     CallPrototype,
     Block,
@@ -427,7 +472,11 @@ NODE_TYPES: tuple[type, ...] = (
 
 
 def children(node: object) -> Iterator[object]:
-    """The child nodes of a node, in field order, found from its dataclass fields."""
+    """The child nodes of a node, in field order, found from its dataclass fields (a Data's: the statements it
+    stands for, so that a walk sees every name a debug section refers to)."""
+    if type(node) is Data:
+        yield from node.statements
+        return
     for f in fields(node):  # type: ignore[arg-type]
         value = getattr(node, f.name)
         if isinstance(value, tuple):
@@ -447,6 +496,15 @@ def walk(node: object) -> Iterator[object]:
         current = stack.pop()
         yield current
         stack.extend(reversed(list(children(current))))
+
+
+def expanded(statements: tuple[Statement, ...]) -> Iterator[Statement]:
+    """Statements with each Data replaced by the Directives and Labels it stands for."""
+    for s in statements:
+        if type(s) is Data:
+            yield from s.statements
+        else:
+            yield s
 
 
 def instructions(block: Block) -> Iterator[Instruction]:

@@ -37,6 +37,10 @@ SECTION_LINE = re.compile(
     rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
     r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
 )
+# The same without groups, for `findall` to list whole statements in one call.
+SECTION_ITEM = re.compile(
+    rf"\.b(?:8|16|32|64)[ \t]++{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+|[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:"
+)
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 
 
@@ -66,12 +70,11 @@ def _bad(kind: str, value: str, start: int) -> str:
 
 @dataclass(slots=True)
 class Comment:
-    """A comment as found: `own_line` when nothing but blanks precede it on its line."""
+    """A comment as found, at its line and column (placed on statements later, by position)."""
 
     line: int
     column: int
     text: str
-    own_line: bool
 
 
 @dataclass(slots=True)
@@ -117,6 +120,8 @@ class PtxLexer:
         # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
         # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
         self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
+        # the same with comments before the brace (`.section /* c */ .debug_str // c`): lexed as usual, then the body
+        self.commented_body = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+{self.section_body.pattern}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
@@ -136,10 +141,11 @@ class PtxLexer:
         line = 1
         line_start = 0
         last_end = 0
-        last_token_line = 0
         new_str = str.__new__
         data_list = self.data_list
         section_body = self.section_body.match
+        commented_body = self.commented_body.match
+        body_after_comments = False
         previous = ""
         position = 0
         while position is not None:
@@ -164,12 +170,11 @@ class PtxLexer:
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
-                    comments.append(Comment(line, start - line_start + 1, text_, last_token_line != line))
+                    comments.append(Comment(line, start - line_start + 1, text_))
                     newlines = value.count("\n")
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", start, last_end) + 1
-                    last_token_line = line
                     continue
                 elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
                     errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
@@ -179,19 +184,25 @@ class PtxLexer:
                     continue
                 elif kind == "STRING" and not value.isascii():
                     errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
-                last_token_line = line
                 session.prev_line = session.last_line
                 session.last_line = line
-                token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
-                token.type = kind
-                token.value = value
-                token.start_pos = start
-                token.line = line
-                token.column = start - line_start + 1
-                if previous == "SECTION" and (data := section_body(text, last_end)):
-                    position, fast = last_end, "SECTION_BODY"
-                previous = kind
-                yield token
+                if body_after_comments and kind == "LBRACE":  # the brace after a section name and comments
+                    body_after_comments = False
+                    data, position, fast, last_end = section_body(text, start), start, "SECTION_BODY", start
+                else:
+                    token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
+                    token.type = kind
+                    token.value = value
+                    token.start_pos = start
+                    token.line = line
+                    token.column = start - line_start + 1
+                    if previous == "SECTION":
+                        if data := section_body(text, last_end):
+                            position, fast = last_end, "SECTION_BODY"
+                        else:
+                            body_after_comments = commented_body(text, last_end) is not None
+                    previous = kind
+                    yield token
                 if position is not None:
                     brace = text.index("{", last_end)
                     newlines = count("\n", last_end, brace)
@@ -207,7 +218,6 @@ class PtxLexer:
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", brace, last_end) + 1
-                    last_token_line = line
                     position = last_end
                     yield token
                     break

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 import threading
 from dataclasses import dataclass
 from functools import cache
@@ -16,8 +17,9 @@ from typing import NamedTuple
 from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
-from ptxtool.syntax.lexer import SECTION_LINE, LexError, LexSession, PtxLexer, Token
+from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
+from ptxtool.syntax.words import ATTRIBUTE_WORDS
 
 # ---------------------------------------------------------------- errors
 
@@ -130,14 +132,6 @@ class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
 
 
-@cache
-def _attribute_words() -> frozenset[str]:
-    """The ISA's declaration and function attributes, loaded when a run of attributes first spans lines."""
-    from ptxtool.isa.features import ATTRIBUTE_WORDS
-
-    return ATTRIBUTE_WORDS
-
-
 def _flat(items: tuple) -> tuple:
     """Statements with each _Several spliced in."""
     if not any(i.__class__ is _Several for i in items):
@@ -148,6 +142,14 @@ def _flat(items: tuple) -> tuple:
 def _attribute_name(a: ast.Attribute) -> ast.Name:
     """An attribute as an operand of an unknown directive, spelled as written."""
     return ast.Name(inline(a))
+
+
+_FIRST_ITEM = re.compile(r"[^ \t\f\r\n]")
+# canonical blanks in data lines: `, ` between values, one blank after the word, none before a label's colon
+_COMMA = re.compile(r"[ \t]*+,[ \t]*+")
+_WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
+_LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
+_BLANKS = re.compile(r"\s++")
 
 
 def _tokens(values) -> list[Token]:
@@ -245,46 +247,31 @@ class _Build:
         return self._directive(word, [(v,) for v in values])
 
     def section_body(self, token):
-        """A SECTION_BODY token: the Block that `{ section_item* }` builds, one statement per SECTION_LINE."""
-        text, line, line_start = token.value, token.line, -token.column + 1
-        singles, names, imm = self.singles, self.names, self._imm
-        statements = []
-        counted = 0
-        directive, label_node = ast.Directive, ast.Label
-        for m in SECTION_LINE.finditer(text):
-            start = m.start()
-            newlines = text.count("\n", counted, start)
-            if newlines:
-                line += newlines
-                line_start = text.rfind("\n", counted, start) + 1
-            counted = start
-            word, values, label = m.groups()
-            if label is not None:
-                statements.append(label_node(label, line=line, column=start - line_start + 1, end_line=line))
-                continue
-            if "," in values:
-                args = []
-                for value in values.split(","):
-                    value = value.strip()
-                    single = singles.get(value)
-                    if single is None:
-                        node = imm(value) if value[0].isdigit() else names.get(value) or self._name(value)
-                        single = singles[value] = (node,)
-                    args.append(single)
-                args = tuple(args)
-            else:  # one value, the usual line: no blanks around it to strip
-                single = singles.get(values)
-                if single is None:
-                    node = imm(values) if values[0].isdigit() else names.get(values) or self._name(values)
-                    single = singles[values] = (node,)
-                args = (single,)
-            statements.append(directive(word, args, line=line, column=start - line_start + 1, end_line=line))
+        """A SECTION_BODY token (`{` through `}`): a Block holding one Data, its lines in canonical form, made by
+        regular expressions over the whole body rather than a node per line."""
+        text = token.value
+        first = _FIRST_ITEM.search(text, 1)
         end = len(text) - 1
         end_line = token.line + text.count("\n")
         end_column = end - (text.rfind("\n", 0, end) + 1) + 1 + (token.column - 1 if end_line == token.line else 0)
-        return ast.Block(
-            tuple(statements), line=token.line, column=token.column, end_line=end_line, end_column=end_column
-        )
+        statements: tuple = ()
+        if first.start() < end:
+            start = first.start()
+            source = text[start:end].rstrip()
+            line = token.line + text.count("\n", 0, start)
+            column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
+            canonical = "\n".join(SECTION_ITEM.findall(source))
+            if "," in canonical:
+                if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
+                    canonical = _COMMA.sub(",", canonical)
+                else:
+                    canonical = canonical.replace(", ", ",").replace(" ,", ",")
+                canonical = canonical.replace(",", ", ")
+            if "\t" in canonical or "  " in canonical or " :" in canonical:
+                canonical = _LABEL_BLANKS.sub(":", _WORD_BLANKS.sub(r"\1 ", canonical))
+            last_line = line + source.count("\n")
+            statements = (ast.Data(canonical, source, line=line, column=column, end_line=last_line),)
+        return ast.Block(statements, line=token.line, column=token.column, end_line=end_line, end_column=end_column)
 
     def section_data_line(self, token):
         """A SECTION_DATA token (`.b8 1, 2, 3`): the node section_data builds from the same words."""
@@ -340,7 +327,7 @@ class _Build:
         directives: list[ast.Directive] = []
         start = 0
         for i in range(1, len(parts)):
-            if parts[i].line > parts[i - 1].line and nodes[start].word not in _attribute_words():
+            if parts[i].line > parts[i - 1].line and nodes[start].word not in ATTRIBUTE_WORDS:
                 first, rest = nodes[start], nodes[start + 1 : i]
                 group = (*((first.number,) if first.number is not None else ()), *map(_attribute_name, rest))
                 line, column = parts[start].line, parts[start].column
@@ -397,7 +384,10 @@ class _Build:
 
     def i_data(self, token):
         """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        texts = list(map(str.strip, token.value[1:-1].split(",")))
+        inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
+        if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
+            inner = _BLANKS.sub("", inner)
+        texts = inner.split(",")
         nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
         node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
         self.depths[id(node)] = 1

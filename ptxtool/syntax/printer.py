@@ -10,7 +10,9 @@ with the block comments just before it); earlier trailing ones, which cannot sha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from operator import attrgetter
 
 from ptxtool.syntax import ast
 
@@ -47,6 +49,8 @@ def _binary(b: ast.Binary) -> list[Piece]:
 
 
 WRAP = 16  # initializer elements per line in a list longer than that
+_IMMEDIATES = {ast.Immediate}
+_TEXT = attrgetter("text")
 
 
 def _init_list(n: ast.InitList) -> list[Piece]:
@@ -54,9 +58,13 @@ def _init_list(n: ast.InitList) -> list[Piece]:
     items = n.items
     if len(items) <= WRAP:
         return ["{", *_seq(items), "}"]
-    if all(type(i) is ast.Immediate for i in items):  # the common case, and the large one: strings, not pieces
-        texts = [i.text for i in items]
-        return ["{\n\t" + ",\n\t".join(", ".join(texts[k : k + WRAP]) for k in range(0, len(texts), WRAP)) + "\n}"]
+    if set(map(type, items)) == _IMMEDIATES:  # the common case, and the large one: strings, joined in C loops
+        full = len(items) - len(items) % WRAP
+        texts = map(_TEXT, items[:full])
+        rows = list(map(", ".join, zip(*[texts] * WRAP, strict=True)))  # WRAP at a time from one iterator
+        if full < len(items):
+            rows.append(", ".join(map(_TEXT, items[full:])))
+        return ["{\n\t" + ",\n\t".join(rows) + "\n}"]
     pieces: list[Piece] = ["{\n\t"]
     for k, item in enumerate(items):
         if k:
@@ -263,6 +271,8 @@ class _Writer:
                 previous = kind
                 if kind is ast.Instruction and not s.leading and not s.trailing:
                     append(inner + _instruction(s))
+                elif kind is ast.Data:
+                    self.data(s, outer, inner)
                 elif kind is ast.Block:
                     stack.append((block, depth, index, previous))
                     stack.append((s, depth + 1, 0, None))
@@ -274,6 +284,21 @@ class _Writer:
                 if block.footer:
                     self.comments(block.footer, inner)
                 self.statement("}", _Trailing(block.trailing), outer)
+
+    def data(self, d: ast.Data, outer: str, inner: str) -> None:
+        """A Data's canonical lines in one piece: data lines one level in, labels one out, as statements print."""
+        text = _DATA_LINE.sub(inner, d.text)
+        if outer:
+            text = outer + text.replace("\n", "\n" + outer)
+        if d.leading:
+            self.comments(d.leading, inner)
+        if d.trailing:
+            head, _, last = text.rpartition("\n")
+            if head:
+                self.lines.append(head)
+            self.statement(last.lstrip("\t"), _Trailing(d.trailing), last[: len(last) - len(last.lstrip("\t"))])
+        else:
+            self.lines.append(text)
 
     def _open(self, block: ast.Block, depth: int) -> None:
         if block.leading:
@@ -306,6 +331,9 @@ class _Writer:
         self.lines.append(".section " + s.name)
         self.comments(s.trailing, "")
         self.block(s.body, 0)
+
+
+_DATA_LINE = re.compile(r"^(?=\.)", re.M)  # a data line in a Data's text (a label starts with a name)
 
 
 class _Trailing:

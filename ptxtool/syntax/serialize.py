@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
 
-SCHEMA = "ptxtool.ast/1"
+SCHEMA = "ptxtool.ast/2"  # 2: n-ary Binary (operands, ops), expression offsets, Data for section bodies
 
 
 def to_data(node: object) -> object:

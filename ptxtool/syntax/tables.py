@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from ptxtool.cache import cache_location
+
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in the wheel, and linked in a checkout
 
 # an action: a shift (the next state) or a reduction (rule index, goto symbol)
@@ -97,11 +99,12 @@ def _compile(text: str) -> Tables:
     )
 
 
-def _cache_file(text: str) -> Path:
-    """Keyed by the grammar and by this file (the shape of what is cached): either changing makes a new one."""
+def _cache_file(text: str) -> Path | None:
+    """Keyed by the grammar and by this file (the shape of what is cached): either changing makes a new one. None:
+    no cache (turned off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
     key = hashlib.sha256((text + "\0" + Path(__file__).read_text(encoding="utf-8")).encode()).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "ptxtool" / f"tables-{key}.pickle"
+    directory, why = cache_location()
+    return directory / f"tables-{key}.pickle" if directory and not why else None
 
 
 @cache
@@ -109,6 +112,8 @@ def load() -> Tables:
     """The tables: from the cache file when it matches the grammar, else compiled now and cached for next time."""
     text = grammar_text()
     path = _cache_file(text)
+    if path is None:
+        return _compile(text)
     try:
         with path.open("rb") as f:
             tables = pickle.load(f)

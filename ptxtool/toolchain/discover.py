@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
+from ptxtool.syntax.names import TARGET
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +150,8 @@ def ptxas_support(ptxas: Tool) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _target_order(target: str) -> tuple[int, str]:
-    digits = re.match(r"sm_(\d+)(\w*)", target)
-    return (int(digits.group(1)), digits.group(2)) if digits else (0, target)
+    match = TARGET.fullmatch(target)
+    return (int(match.group(1)), match.group(2)) if match else (0, target)
 
 
 def gpu_driver() -> tuple[bool, str]:

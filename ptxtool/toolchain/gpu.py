@@ -53,7 +53,7 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class Module:
+class LoadedModule:
     """A loaded module and what the JIT said about it (empty for a cubin)."""
 
     handle: Any
@@ -95,7 +95,7 @@ class Gpu:
         self._stream = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")
         self._side = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")  # releases gates on _stream
         self._buffers: list[int] = []
-        self._modules: list[Module] = []
+        self._modules: list[LoadedModule] = []
         self._events: list[Any] = []
         self.info = self._info()
 
@@ -124,7 +124,7 @@ class Gpu:
 
     # -------------------------------------------------------------- modules
 
-    def load(self, image: bytes, name: str, *, ptx: bool) -> Module:
+    def load(self, image: bytes, name: str, *, ptx: bool) -> LoadedModule:
         """Load PTX text (JIT-compiled by the driver, logs kept) or a cubin; JIT errors become line diagnostics."""
         cu = self._cu
         info, error = bytearray(_LOG_BYTES), bytearray(_LOG_BYTES)
@@ -142,11 +142,11 @@ class Gpu:
         info_log, error_log = _text(info), _text(error)
         if status != cu.CUresult.CUDA_SUCCESS:
             raise self._load_error(status, name, error_log or info_log, ptx)
-        module = Module(handle, name, info_log)
+        module = LoadedModule(handle, name, info_log)
         self._modules.append(module)
         return module
 
-    def function(self, module: Module, kernel: str) -> Any:
+    def function(self, module: LoadedModule, kernel: str) -> Any:
         status, handle = self._cu.cuModuleGetFunction(module.handle, kernel.encode())
         if status != self._cu.CUresult.CUDA_SUCCESS:
             raise InputError.at(
@@ -198,9 +198,6 @@ class Gpu:
 
     def fill_bytes(self, ptr: int, byte: int, nbytes: int) -> None:
         self._check(self._cu.cuMemsetD8Async(ptr, byte, nbytes, self._stream)[0], "cuMemsetD8Async")
-
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
-        self._check(self._cu.cuMemcpyDtoDAsync(dst, src, nbytes, self._stream)[0], "cuMemcpyDtoDAsync")
 
     # -------------------------------------------------------------- launches and time
 

@@ -7,8 +7,9 @@ rounded up to the allocation unit, plus the 1 KB the system reserves per block f
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from ptxtool.syntax.names import target_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,7 @@ class SmLimits:
 
 
 _KB = 1024
-LIMITS: dict[int, SmLimits] = {
+SM_LIMITS: dict[int, SmLimits] = {
     75: SmLimits(32, 16, 64 * _KB, reserved_shared=0, shared_unit=256),
     80: SmLimits(64, 32, 164 * _KB),
     86: SmLimits(48, 16, 100 * _KB),
@@ -45,8 +46,8 @@ _WARP = 32
 
 def limits_for(arch: str) -> SmLimits | None:
     """The limits for `sm_90a`, `sm_100f`, ... (suffixes do not change them); None for an unknown architecture."""
-    number = re.match(r"sm_(\d+)", arch)
-    return LIMITS.get(int(number.group(1))) if number else None
+    number = target_number(arch)
+    return SM_LIMITS.get(number) if number is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ class Occupancy:
 
 def occupancy(arch: str, registers: int, shared: int, block_size: int) -> Occupancy | None:
     """Theoretical occupancy of a kernel using `registers` per thread and `shared` bytes of static shared memory
-    per block, launched with `block_size` threads; None when the architecture is not in LIMITS."""
+    per block, launched with `block_size` threads; None when the architecture is not in SM_LIMITS."""
     limits = limits_for(arch)
     if limits is None or block_size <= 0:
         return None

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.divergence import ThreadDependence, ThreadOffsets, divergent_region, post_dominators
 from ptxtool.lint.context import Context
-from ptxtool.lint.divergence import ThreadDependence, ThreadOffsets, divergent_region, post_dominators
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ptxtool.legality import check_module
+from ptxtool.analysis.legality import check_module
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import textwrap
 from bisect import bisect_right
 from html import escape
+from typing import TYPE_CHECKING
 
-from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.loops import Loop
-from ptxtool.analysis.pressure import PressureCurve
+if TYPE_CHECKING:  # report/ is a leaf: it draws what the analyses give it and imports none of them
+    from ptxtool.analysis.cfg import CFG
+    from ptxtool.analysis.loops import Loop
+    from ptxtool.analysis.pressure import PressureCurve
 
 _SHOWN = 4  # instructions printed at each end of a block
 

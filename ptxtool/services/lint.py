@@ -6,19 +6,28 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FOUND,
+    EXIT_INPUT,
+    EXIT_OK,
+    Diagnostic,
+    EnvironmentProblem,
+    InputError,
+    Location,
+    UsageError,
+)
 from ptxtool.lint.context import Context
-from ptxtool.lint.cuda import LineMap, cuda_lines, cuda_to_ptx, line_map
-from ptxtool.lint.registry import Rule
-from ptxtool.lint.settings import Settings, active_rules, options_for, severity_for
+from ptxtool.lint.cuda import LineMap, annotated_ptx, cuda_lines, line_map
+from ptxtool.lint.registry import Rule, all_rules
+from ptxtool.lint.settings import LintSettings, active_rules, fails, options_for, severity_for
 from ptxtool.lint.suppress import cuda_suppressions, suppressions
-from ptxtool.sources import STDIN, Source, parse_source, read_source
+from ptxtool.sources import Source, Unreadable, parse_source
 from ptxtool.syntax import ast
 from ptxtool.toolchain.discover import find_tool
 
-CUDA_SUFFIXES = (".cu", ".cuh")
+SCHEMA = "ptxtool.lint/1"
 _UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .target it does not know (sm_52)
 
 
@@ -52,11 +61,9 @@ class FileResult:
 _NO_NVCC = "not checked: nvcc is not available to compile it to PTX (install nvidia-cuda-nvcc)"
 
 
-def _cuda_source(path: str, settings: Settings) -> Source | str:
+def _cuda_source(path: str, settings: LintSettings) -> Source | str:
     """PTX from a .cu/.cuh file with nvcc, or why it was not checked (a notice) when nvcc is missing or cannot
     compile it here (no host compiler, no CUDA headers), unless nvcc is required."""
-    if not Path(path).is_file():
-        raise InputError.at(path, "no such file")
     try:
         find_tool("nvcc")
     except EnvironmentProblem:
@@ -64,14 +71,14 @@ def _cuda_source(path: str, settings: Settings) -> Source | str:
             raise
         return _NO_NVCC
     try:
-        return Source(path, cuda_to_ptx(path, settings.arch))
+        return Source(path, annotated_ptx(path, settings.arch))
     except EnvironmentProblem as problem:
         if settings.require_nvcc:
             raise
         return f"not checked: {problem}"
 
 
-def _ptxas(source: Source, module: ast.Module, settings: Settings):
+def _ptxas(source: Source, module: ast.Module, settings: LintSettings):
     """What ptxas made of the file (its warnings and resources), or the error that says why there is nothing."""
     from ptxtool.toolchain.compile import compile_ptx, target_arch
 
@@ -82,7 +89,9 @@ def _ptxas(source: Source, module: ast.Module, settings: Settings):
         return error
 
 
-def _ptxas_failed(error: EnvironmentProblem | InputError, module: ast.Module, settings: Settings, result: FileResult):
+def _ptxas_failed(
+    error: EnvironmentProblem | InputError, module: ast.Module, settings: LintSettings, result: FileResult
+):
     """Why the ptxas rules did not run: a notice, or ptxas's errors where no finding explains them."""
     if isinstance(error, EnvironmentProblem):
         result.notices.append(f"ptxas rules skipped: {error}")
@@ -97,7 +106,9 @@ def _ptxas_failed(error: EnvironmentProblem | InputError, module: ast.Module, se
         result.errors.extend(error.diagnostics)
 
 
-def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineMap, list[str]] | None) -> list[Finding]:
+def _run(
+    r: Rule, ctx: Context, settings: LintSettings, path: str, cuda: tuple[LineMap, list[str]] | None
+) -> list[Finding]:
     ctx.options = options_for(settings, r)
     severity = severity_for(settings, r)
     out = []
@@ -113,17 +124,19 @@ def _run(r: Rule, ctx: Context, settings: Settings, path: str, cuda: tuple[LineM
     return out
 
 
-def lint_file(path: str, settings: Settings) -> FileResult:
-    """Lint one file with the selected rules; bad input ends up in `errors`, never raised."""
-    result = FileResult(path)
-    generated = path.endswith(CUDA_SUFFIXES)
+def lint_file(given: Source | Unreadable, settings: LintSettings) -> FileResult:
+    """Lint one source with the selected rules; bad input ends up in `errors`, never raised."""
+    result = FileResult(given.display)
+    if isinstance(given, Unreadable):
+        result.errors.extend(given.diagnostics)
+        return result
+    path, generated = given.path, given.is_cuda
     try:
-        source = _cuda_source(path, settings) if generated else read_source(path)
+        source = _cuda_source(path, settings) if generated else given
         if isinstance(source, str):
             result.notices.append(source)
             result.checked = False
             return result
-        result.path = source.display
         module = parse_source(source)
     except InputError as error:
         result.errors.extend(error.diagnostics or [Diagnostic(Location(path), str(error))])
@@ -145,17 +158,114 @@ def lint_file(path: str, settings: Settings) -> FileResult:
     elif tool_rules and compiled is not None:
         for r in tool_rules:
             result.findings.extend(_run(r, ctx, settings, result.path, lines))
-    silenced = cuda_suppressions(Path(path).read_text(errors="replace")) if generated else suppressions(module)
+    silenced = cuda_suppressions(given.text) if generated else suppressions(module)
     kept = [f for f in result.findings if not silenced.silenced(f.rule, f.line)]
     result.findings = sorted(kept, key=lambda f: (f.line, f.column, f.rule))
     return result
 
 
-def lint_files(paths: list[str], settings: Settings, jobs: int | None = None) -> list[FileResult]:
-    """Lint files in parallel processes (one per core unless `jobs` says otherwise), results in input order.
+def lint_files(sources: list[Source | Unreadable], settings: LintSettings, jobs: int | None = None) -> list[FileResult]:
+    """Lint sources in parallel processes (one per core unless `jobs` says otherwise), results in input order.
     An environment problem the settings make fatal (nvcc required) is raised."""
-    jobs = min(len(paths), jobs or os.cpu_count() or 1)
-    if jobs <= 1 or STDIN in paths:  # stdin belongs to this process
-        return [lint_file(p, settings) for p in paths]
+    jobs = min(len(sources), jobs or os.cpu_count() or 1)
+    if jobs <= 1:
+        return [lint_file(s, settings) for s in sources]
     with ProcessPoolExecutor(jobs) as pool:
-        return list(pool.map(lint_file, paths, [settings] * len(paths)))
+        return list(pool.map(lint_file, sources, [settings] * len(sources)))
+
+
+# ---------------------------------------------------------------- the command
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    settings: LintSettings
+    jobs: int | None = None
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What reports say about a rule: its id, name, default severity, summary and documentation."""
+
+    id: str
+    name: str
+    severity: str
+    summary: str
+    doc: str
+
+    def to_data(self) -> dict:
+        return {"name": self.name, "severity": self.severity, "summary": self.summary}
+
+
+def rule_table() -> list[RuleInfo]:
+    return [RuleInfo(r.id, r.name, r.severity, r.summary, r.doc) for r in all_rules().values()]
+
+
+@dataclass(frozen=True)
+class LintResult:
+    """Per file: findings, notices, errors; `fail_on` decides which findings make the exit code 1."""
+
+    files: list[FileResult]
+    rules: list[RuleInfo]
+    fail_on: str = "note"
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.files for f in r.findings]
+
+    @property
+    def exit_code(self) -> int:
+        if any(not r.checked for r in self.files):  # never 0 for a file nobody checked: the notice says why
+            return EXIT_ENVIRONMENT
+        if any(r.errors for r in self.files):
+            return EXIT_INPUT
+        return EXIT_FOUND if any(fails(self.fail_on, f.severity) for f in self.findings) else EXIT_OK
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """The findings as the one diagnostic type (code: the rule id)."""
+        return [
+            Diagnostic(Location(f.path, f.line, f.column), f.message, f.severity, code=f.rule) for f in self.findings
+        ]
+
+    def to_data(self) -> dict:
+        from ptxtool import __version__
+
+        return {
+            "schema": SCHEMA,
+            "ptxtool": __version__,
+            "findings": [f.to_data() for f in self.findings],
+            "notices": [{"path": r.path, "message": n} for r in self.files for n in r.notices],
+            "errors": [d.to_data() for r in self.files for d in r.errors],
+            "rules": {r.id: r.to_data() for r in self.rules},
+        }
+
+
+def execute(options: Options, sources: list[Source | Unreadable]) -> LintResult:
+    results = lint_files(sources, options.settings, options.jobs)
+    return LintResult(results, rule_table(), options.settings.fail_on)
+
+
+@dataclass(frozen=True)
+class RulesResult:
+    """`--list-rules` and `--explain`: the rules to describe (one, in full, when `explain`)."""
+
+    rules: list[RuleInfo]
+    explain: bool = False
+    options: dict = field(default_factory=dict)
+
+    exit_code = EXIT_OK
+
+    def to_data(self) -> dict:
+        return {r.id: r.to_data() | {"doc": r.doc} for r in self.rules}
+
+
+def describe(explain: str | None) -> RulesResult:
+    """Every rule, or the one `explain` names (by id or name)."""
+    rules = all_rules()
+    if not explain:
+        return RulesResult(rule_table())
+    chosen = rules.get(explain.upper()) or next((r for r in rules.values() if r.name == explain), None)
+    if chosen is None:
+        raise UsageError(f"no rule {explain!r}; `ptxtool lint --list-rules` lists them")
+    info = RuleInfo(chosen.id, chosen.name, chosen.severity, chosen.summary, chosen.doc)
+    return RulesResult([info], True, dict(chosen.options))

@@ -1,4 +1,4 @@
-"""The `inspect` and `sass` services: per kernel, what ptxas (resources), the SASS (statistics), the occupancy rules
+"""The `inspect` service: per kernel, what ptxas (resources), the SASS (statistics), the occupancy rules
 and the PTX itself (instruction families, cache operators, barriers, shared memory, parameters) say about it; with
 `pressure`, the estimated register-pressure curve beside the registers ptxas really keeps live at each PTX line.
 
@@ -9,34 +9,35 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
-from pathlib import Path
 
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.pressure import PressureCurve, pressure
-from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
-from ptxtool.isa.caching import CACHE_WORDS, TYPE_BITS
-from ptxtool.sources import STDIN, Source, parse_source, read_source
+from ptxtool.analysis.statements import statements
+from ptxtool.errors import (
+    EXIT_FOUND,
+    EXIT_INPUT,
+    EXIT_OK,
+    Diagnostic,
+    EnvironmentProblem,
+    InputError,
+    Location,
+    UsageError,
+)
+from ptxtool.isa.caching import CACHE_WORDS
+from ptxtool.isa.types import TYPE_BYTES, VECTOR_LANES
+from ptxtool.sources import Source, Unreadable, parse_source, write_atomic
 from ptxtool.syntax import ast
 from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
-from ptxtool.toolchain.sass import (
-    ListingLine,
-    SassStats,
-    disassemble,
-    listing,
-    live_by_line,
-    live_registers,
-    statistics,
-)
+from ptxtool.toolchain.sass import SassStats, disassemble, live_by_line, live_registers, statistics
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
 
-TYPE_BYTES = {f".{t}": bits // 8 for t, bits in TYPE_BITS.items() if bits >= 8}  # by declaration attribute word
 BARRIER_OPCODES = frozenset({"bar", "barrier", "mbarrier", "membar"})
 
 
@@ -131,19 +132,12 @@ class FileReport:
 # ---------------------------------------------------------------- PTX facts
 
 
-def _statements(block: ast.Block) -> Iterator[ast.Statement]:
-    for s in block.statements:
-        yield s
-        if isinstance(s, ast.Block):
-            yield from _statements(s)
-
-
 def _declared_bytes(attributes: tuple[ast.Attribute, ...], dims: tuple[ast.Immediate | None, ...]) -> int | None:
     """Size of a declared variable; None for an unsized (extern, dynamic) array."""
     if any(d is None for d in dims):
         return None
     width = next((TYPE_BYTES[a.word] for a in attributes if a.word in TYPE_BYTES), 0)
-    vector = next((int(a.word[2:]) for a in attributes if a.word in (".v2", ".v4", ".v8")), 1)
+    vector = next((VECTOR_LANES[a.word] for a in attributes if a.word in VECTOR_LANES), 1)
     return width * vector * prod(int(d.value) for d in dims if d is not None)
 
 
@@ -161,7 +155,7 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
     barriers: Counter[str] = Counter()
     used_module_shared: set[str] = set()
     assert function.body is not None
-    for statement in _statements(function.body):
+    for statement in statements(function.body):
         if isinstance(statement, ast.Declaration) and statement.has(".shared"):
             for d in statement.declarators:
                 size = _declared_bytes(statement.attributes, d.dims)
@@ -244,19 +238,17 @@ def _pressures(source: Source, module: ast.Module, arch: str, options: Options) 
 # ---------------------------------------------------------------- one file
 
 
-def _load(path: str, options: Options) -> tuple[Source, ast.Module, bool]:
-    if path.endswith(".cu"):
-        if not Path(path).is_file():
-            raise InputError.at(path, "no such file")
-        source = Source(path, cuda_to_ptx(path, options.arch))
+def load(source: Source, arch: str | None) -> tuple[Source, ast.Module, bool]:
+    """The PTX of a source (nvcc's, for CUDA C++), parsed; and whether its lines are the user's PTX lines."""
+    if source.is_cuda:
+        source = Source(source.path, cuda_to_ptx(source.path, arch))
         return source, parse_source(source), False
-    source = read_source(path)
     return source, parse_source(source), True
 
 
-def inspect_file(path: str, options: Options) -> FileReport:
-    """Compile one PTX (or .cu) file and report on each of its kernels."""
-    source, module, lines_are_ptx = _load(path, options)
+def inspect_file(source: Source, options: Options) -> FileReport:
+    """Compile one PTX (or .cu) source and report on each of its kernels."""
+    source, module, lines_are_ptx = load(source, options.arch)
     arch = target_arch(module.targets, source.display, options.arch)
     compiled = compile_ptx(source.text, source.display, arch, backend=options.backend)
     sass = disassemble(compiled.cubin)
@@ -301,31 +293,36 @@ class Failure:
     environment: str = ""
 
 
-def _inspect_one(path: str, options: Options) -> FileReport | Failure:
+def _inspect_one(source: Source | Unreadable, options: Options) -> FileReport | Failure:
     """inspect_file with errors as values, so they cross process boundaries intact."""
+    if isinstance(source, Unreadable):
+        return Failure(source.display, source.diagnostics)
     try:
-        return inspect_file(path, options)
+        return inspect_file(source, options)
     except InputError as error:
-        return Failure(path, tuple(error.diagnostics) or (Diagnostic(Location(path), str(error)),))
+        return Failure(source.display, tuple(error.diagnostics) or (Diagnostic(Location(source.display), str(error)),))
     except EnvironmentProblem as problem:
-        return Failure(path, environment=str(problem))
+        return Failure(source.display, environment=str(problem))
 
 
 def inspect_files(
-    paths: list[str], options: Options, jobs: int | None = None, advance: Callable[[], None] | None = None
+    sources: list[Source | Unreadable],
+    options: Options,
+    jobs: int | None = None,
+    advance: Callable[[], None] | None = None,
 ) -> list[FileReport | Failure]:
-    """Inspect files in parallel processes (one per core unless `jobs` says otherwise), results in input order.
+    """Inspect sources in parallel processes (one per core unless `jobs` says otherwise), results in input order.
     `advance` is called once per finished file (for a progress bar). An environment problem stops everything."""
-    jobs = min(len(paths), jobs or os.cpu_count() or 1)
+    jobs = min(len(sources), jobs or os.cpu_count() or 1)
     results: list[FileReport | Failure] = []
-    if jobs <= 1 or STDIN in paths:  # stdin belongs to this process
-        for path in paths:
-            results.append(_inspect_one(path, options))
+    if jobs <= 1:
+        for source in sources:
+            results.append(_inspect_one(source, options))
             if advance:
                 advance()
     else:
         with ProcessPoolExecutor(jobs) as pool:
-            futures = [pool.submit(_inspect_one, path, options) for path in paths]
+            futures = [pool.submit(_inspect_one, source, options) for source in sources]
             if advance:
                 for future in futures:
                     future.add_done_callback(lambda _: advance())
@@ -336,23 +333,109 @@ def inspect_files(
     return results
 
 
-# ---------------------------------------------------------------- sass listing
+# ---------------------------------------------------------------- the command
 
 
-_NO_SASS = "it has none: ptxas keeps kernels (.entry) and the functions they call"
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """What `inspect` checks and writes beside the per-file work: budget and baseline files, the SVG picture."""
+
+    budget: str | None = None
+    baseline: str | None = None
+    update_baseline: bool = False
+    svg: str | None = None
+    jobs: int | None = None
+
+    def checked(self, options: Options, paths: Sequence[str]) -> Checks:
+        """These checks with these options and inputs, or the usage error they make (before any input is read)."""
+        if self.update_baseline and not self.baseline:
+            raise UsageError("--update-baseline needs --baseline FILE (where to write it)")
+        if (options.pressure_kernel is not None or self.svg) and not options.pressure:
+            raise UsageError("--kernel and --svg go with --pressure")
+        if self.svg and len(paths) > 1:
+            raise UsageError("--svg draws one kernel of one file: give one FILE (and --kernel when it has several)")
+        return self
 
 
-def sass_listing(
-    path: str, options: Options, kernel: str | None, with_ptx: bool
-) -> tuple[Source, dict[str, list[ListingLine]]]:
-    """SASS per function (or only `kernel`), each instruction tagged with the PTX line it came from."""
-    source, module, _ = _load(path, options)
-    arch = target_arch(module.targets, source.display, options.arch)
-    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=with_ptx)
-    functions = listing(compiled.cubin, with_ptx)
-    if kernel is not None:
-        if kernel not in functions:
-            there = f"there are: {', '.join(functions)}" if functions else _NO_SASS
-            raise InputError.at(source.display, f"no function {kernel!r} in the SASS; {there}")
-        functions = {kernel: functions[kernel]}
-    return source, functions
+@dataclass
+class InspectResult:
+    """Every file's report or failure (input order), the violations, and what was written (baseline, SVG)."""
+
+    results: list[FileReport | Failure]
+    violations: list = field(default_factory=list)
+    drawn: list[tuple[FileReport, KernelReport]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # budget tables that name no kernel inspected
+
+    @property
+    def reports(self) -> list[FileReport]:
+        return [r for r in self.results if not isinstance(r, Failure)]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for r in self.results if isinstance(r, Failure) for d in r.diagnostics]
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """The violations as the one diagnostic type (code: `budget/<limit>` or `baseline/<metric>`)."""
+        return [
+            Diagnostic(Location(v.path, v.line), v.message, "error", code=f"{v.origin}/{v.check}")
+            for v in self.violations
+        ]
+
+    @property
+    def exit_code(self) -> int:
+        if len(self.reports) < len(self.results):
+            return EXIT_INPUT
+        return EXIT_FOUND if self.violations else EXIT_OK
+
+    def to_data(self) -> dict:
+        from ptxtool import __version__
+        from ptxtool.report.json_report import inspect_document
+        from ptxtool.toolchain.discover import find_tool
+
+        tools = {"ptxtool": __version__, "ptxas": find_tool("ptxas").version}
+        document = inspect_document(self.reports, self.violations, tools, self.errors)
+        for document_file, report in zip(document["files"], self.reports, strict=True):
+            for data, kernel in zip(document_file["kernels"], report.kernels, strict=True):
+                if kernel.pressure:
+                    data["pressure"] = kernel.pressure.as_data()
+        return document
+
+
+def execute(
+    options: Options, sources: list[Source | Unreadable], checks: Checks = Checks(), advance=None
+) -> InspectResult:
+    from ptxtool.report.pictures import peak_text, pressure_svg
+    from ptxtool.services import budget as rules
+
+    checks.checked(options, [s.path for s in sources])
+    limits = rules.load_budget(checks.budget) if checks.budget else None
+    before = rules.load_baseline(checks.baseline) if checks.baseline and not checks.update_baseline else None
+    result = InspectResult(inspect_files(sources, options, checks.jobs, advance))
+    reports = result.reports
+    if options.pressure:
+        result.drawn = [(r, k) for r in reports for k in r.kernels if k.pressure]
+    if options.pressure_kernel and reports and not result.drawn:
+        there = ", ".join(k.name for r in reports for k in r.kernels)
+        raise InputError.at(reports[0].path, f"no kernel named {options.pressure_kernel!r}; there are: {there}")
+    if checks.svg and len(result.drawn) > 1:
+        names = ", ".join(k.name for _, k in result.drawn)
+        raise UsageError(f"--svg draws one kernel: choose it with --kernel ({names})")
+    failed = len(result.results) - len(reports)
+    if limits and reports and not failed:
+        result.warnings = rules.unmatched(limits, reports)
+    result.violations = (rules.check_budget(limits, reports) if limits else []) + (
+        rules.check_baseline(before, checks.baseline, reports) if before else []
+    )
+    if checks.update_baseline and failed:  # a baseline without the failed files' kernels would stop guarding them
+        result.notes.append(f"baseline {checks.baseline} not written: {failed} input(s) failed")
+    elif checks.update_baseline:
+        rules.write_baseline(checks.baseline, reports)
+        result.notes.append(f"wrote baseline {checks.baseline} ({sum(len(r.kernels) for r in reports)} kernels)")
+    if checks.svg and result.drawn:
+        report, kernel = result.drawn[0]
+        p = kernel.pressure
+        caption = " ".join(peak_text(p.curve, p.peak_live).split())
+        write_atomic(checks.svg, pressure_svg(p.curve, p.real, f"{report.backend} live", caption))
+        result.notes.append(f"wrote {checks.svg} ({kernel.name})")
+    return result

@@ -9,13 +9,19 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ptxtool.errors import InputError
+from ptxtool.errors import InputError, UsageError
+from ptxtool.isa.types import TYPE_BYTES
+from ptxtool.sources import Source, Unreadable, parse_source
+from ptxtool.syntax import ast
+from ptxtool.toolchain.gpu import Gpu
 
 DEFAULT_POISON = 0x5A
 DEFAULT_TRIALS = 3
@@ -371,3 +377,151 @@ def _from_npy(buffer: Buffer) -> np.ndarray:
     if flat.size < buffer.count:
         raise InputError.at(str(buffer.file), f"holds {flat.size} elements; buffer {buffer.name} needs {buffer.count}")
     return flat[: buffer.count].view(buffer.dtype).copy()
+
+
+# ---------------------------------------------------------------- programs
+
+
+GUARD_BYTES = 4096  # poisoned bytes after every buffer: a write past the end changes them
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """One input file, ready for the driver: PTX text to JIT, or a cubin, and the kernel's exact name in it."""
+
+    path: str
+    kernel: str
+    image: bytes
+    ptx: bool
+
+
+def load_program(
+    source: Source, kernel: str | None, spec: LaunchSpec, *, ptxas: bool = False, arch: str = ""
+) -> Program:
+    """A PTX source (parsed, kernel found, signature checked against the spec) or a .cubin (taken as it is).
+
+    With `ptxas`, the PTX is assembled for `arch` by ptxas instead of the driver's JIT.
+    """
+    wanted = kernel or spec.kernel
+    if source.data:
+        if not wanted:
+            raise InputError.at(
+                source.path, "a cubin needs --kernel (or `kernel` in the spec): its exact, mangled name"
+            )
+        return Program(source.path, wanted, source.data, ptx=False)
+    module = parse_source(source)
+    function = find_kernel(module, wanted, source.display)
+    check_signature(function, spec, source.display)
+    if ptxas:
+        from ptxtool.toolchain.compile import compile_ptx
+
+        suffix = "a" if any(t.endswith("a") for t in module.targets) else ""
+        cubin = compile_ptx(source.text, source.display, arch + suffix).cubin
+        return Program(source.display, function.name, cubin, ptx=False)
+    return Program(source.display, function.name, source.text.encode(), ptx=True)
+
+
+def find_kernel(module: ast.Module, wanted: str | None, path: str) -> ast.Function:
+    """The kernel named `wanted`: its exact name, or a C++ kernel's name (`histogram` -> `_Z9histogram...`)."""
+    from ptxtool.syntax.names import find
+
+    kernels = module.kernels
+    names = ", ".join(k.name for k in kernels) or "none"
+    if not wanted:
+        if len(kernels) == 1:
+            return kernels[0]
+        raise InputError.at(path, f"give --kernel (or `kernel` in the spec): this file has kernels {names}")
+    found = find([k.name for k in kernels], wanted)
+    if len(found) == 1:
+        return next(k for k in kernels if k.name == found[0])
+    if found:
+        raise InputError.at(path, f"{wanted} names several kernels: {', '.join(found)}; give the full name")
+    raise InputError.at(path, f"no kernel named {wanted}; kernels here: {names}")
+
+
+def check_signature(function: ast.Function, spec: LaunchSpec, path: str) -> None:
+    """The spec's parameters match the kernel's in number and size (a buffer is an 8-byte address)."""
+    params = function.params or ()
+    if len(params) != len(spec.params):
+        raise InputError.at(
+            spec.path,
+            f"kernel {function.name} in {path} takes {len(params)} parameters; the spec gives {len(spec.params)}",
+        )
+    for i, (param, given) in enumerate(zip(params, spec.params, strict=True)):
+        size = param_bytes(param)
+        if size is not None and size != given.size:
+            kind = "a buffer (an 8-byte address)" if isinstance(given, Buffer) else f"{given.type} ({given.size} bytes)"
+            raise InputError.at(
+                spec.path,
+                f"param {i} ({given.name}): kernel {function.name} declares {_spelling(param)} ({size} bytes) "
+                f"there; the spec gives {kind}",
+            )
+
+
+def param_bytes(param: ast.Param) -> int | None:
+    """Bytes of a `.param` from its type and array dimensions; None when a dimension is open (`[]`)."""
+    size = next((TYPE_BYTES[a.word] for a in param.attributes if a.word in TYPE_BYTES), None)
+    if size is None or any(d is None for d in param.dims):
+        return None
+    return size * math.prod(int(d.text, 0) for d in param.dims)
+
+
+def _spelling(param: ast.Param) -> str:
+    words = " ".join(a.word for a in param.attributes if a.word != ".param")
+    return words + "".join(f"[{d.text}]" for d in param.dims if d is not None)
+
+
+# ---------------------------------------------------------------- device buffers
+
+
+class Workspace:
+    """The spec's buffers on the device, each followed by a poisoned guard zone, and the parameter bytes."""
+
+    def __init__(self, gpu: Gpu, spec: LaunchSpec) -> None:
+        self.gpu, self.spec = gpu, spec
+        self.pointers = [gpu.alloc(b.nbytes + GUARD_BYTES) for b in spec.buffers]
+
+    def args(self, pointers: Sequence[int] | None = None) -> list[bytes]:
+        addresses = iter(pointers or self.pointers)
+        return [
+            next(addresses).to_bytes(8, "little") if isinstance(p, Buffer) else p.encode() for p in self.spec.params
+        ]
+
+    def prepare(self, contents: Sequence[np.ndarray], pointers: Sequence[int] | None = None) -> None:
+        """Starting contents in, outputs and guard zones poisoned."""
+        poison = self.spec.poison
+        for buffer, ptr, data in zip(self.spec.buffers, pointers or self.pointers, contents, strict=True):
+            if buffer.poisoned:
+                self.gpu.fill_bytes(ptr, poison, buffer.nbytes + GUARD_BYTES)
+            else:
+                self.gpu.upload(ptr, data)
+                self.gpu.fill_bytes(ptr + buffer.nbytes, poison, GUARD_BYTES)
+
+    def read(self, timeout: float) -> list[np.ndarray]:
+        """Every buffer's bytes and its guard zone, after the queued work."""
+        return [
+            self.gpu.download(p, b.nbytes + GUARD_BYTES, timeout)
+            for b, p in zip(self.spec.buffers, self.pointers, strict=True)
+        ]
+
+
+@contextmanager
+def loaded(sources: Sequence[Source], kernel: str | None, spec: LaunchSpec, ptxas: bool) -> Iterator[tuple]:
+    """The GPU with each file's kernel loaded. PTX is checked against the spec before the GPU is touched; with
+    `ptxas` it is assembled for the GPU's architecture, which is known only once the GPU is open."""
+    programs = None if ptxas else [load_program(p, kernel, spec) for p in sources]
+    with Gpu() as gpu:
+        if ptxas:
+            programs = [load_program(p, kernel, spec, ptxas=True, arch=gpu.info.arch.rstrip("a")) for p in sources]
+        functions = [gpu.function(gpu.load(p.image, p.path, ptx=p.ptx), p.kernel) for p in programs]
+        yield gpu, programs, functions
+
+
+def programs_of(sources: Sequence[Source | Unreadable]) -> list[Source]:
+    """The one or two inputs of `run`/`bench`, read: the first unreadable one is the error."""
+    if len(sources) > 2:
+        raise UsageError("give one file to run, or two (A B) to compare")
+    for s in sources:
+        if isinstance(s, Unreadable):
+            raise InputError(list(s.diagnostics))
+    return list(sources)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ptxtool.config import read_toml
 from ptxtool.errors import InputError
-from ptxtool.inspect import FileReport, KernelReport
+from ptxtool.services.inspect import FileReport, KernelReport
 from ptxtool.sources import write_atomic
 
 BASELINE_SCHEMA = "ptxtool.baseline/1"

@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ptxtool import isa
+from ptxtool.analysis.statements import statements
 from ptxtool.errors import Diagnostic, Location
-from ptxtool.isa.features import ATTRIBUTE_WORDS, FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
+from ptxtool.isa.features import FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
 from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
+from ptxtool.syntax.words import ATTRIBUTE_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +83,10 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
         ("section_label", s.line, s.column)
         for item in module.items
         if isinstance(item, ast.Section)
-        for s in item.body.statements
+        for s in ast.expanded(item.body.statements)
         if isinstance(s, ast.Label)
     ]
-    for node in _statements(module):
+    for node in statements(module):
         if isinstance(node, ast.Declaration) and any(isinstance(n, ast.Mask) for n in ast.walk(node)):
             found.append(("mask_initializer", node.line, node.column))
         if isinstance(node, ast.Declaration) and node.has(".b128"):
@@ -95,18 +97,6 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
     return found
 
 
-def _statements(module: ast.Module):
-    """Module items and every statement of every function body, nested blocks included (operands not visited)."""
-    stack: list[object] = list(reversed(module.items))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, ast.Function) and node.body is not None:
-            stack.append(node.body)
-        elif isinstance(node, ast.Block):
-            stack.extend(reversed(node.statements))
-
-
 def _unknown_words(module: ast.Module) -> list[Problem]:
     """Directives and declaration attributes that no PTX has (ptxas rejects them; the parser keeps them)."""
     out = []
@@ -114,7 +104,7 @@ def _unknown_words(module: ast.Module) -> list[Problem]:
     def check(node, words, allowed: frozenset[str], what: str) -> None:
         out.extend(Problem(node.line, node.column, f"unknown {what} '{w}'") for w in words if w not in allowed)
 
-    for node in _statements(module):
+    for node in statements(module):
         if isinstance(node, ast.Directive):
             check(node, (node.word,), STATEMENT_DIRECTIVES, "directive")
         elif isinstance(node, ast.Declaration):

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from conftest import CORPUS
 
 from ptxtool.analysis.cfg import build_cfg
-from ptxtool.analysis.pictures import pressure_svg, pressure_text
 from ptxtool.analysis.pressure import pressure
 from ptxtool.cli import main
+from ptxtool.report.pictures import pressure_svg, pressure_text
 from ptxtool.syntax import parse
 
 PRESSURE = str(CORPUS / "ptx/pressure.sm80.ptx")

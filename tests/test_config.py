@@ -1,0 +1,66 @@
+"""The one settings loader: every section and key of [tool.ptxtool] checked in one place, exit 2 naming the file and
+the key; flags over settings over defaults; `-v` says which pyproject.toml was read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ptxtool.cli import main
+from ptxtool.config import load
+from ptxtool.errors import InputError
+
+PTX = str(Path(__file__).resolve().parent.parent / "samples" / "elementwise.sm90.ptx")
+
+
+@pytest.mark.parametrize(
+    ("text", "section", "complaint"),
+    [
+        ("[tool.ptxtool.inspekt]\narch = 'sm_90'\n", "inspect", "unknown section or key 'inspekt'"),
+        ("[tool.ptxtool]\narch = 'sm_90'\n", "lint", "unknown section or key 'arch'"),
+        (
+            "[tool.ptxtool.inspect]\nblock-size = -4\n",
+            "inspect",
+            "block-size must be an integer from 1 to 1024; got -4",
+        ),
+        ("[tool.ptxtool.inspect]\nblock-size = true\n", "inspect", "block-size must be an integer"),
+        ("[tool.ptxtool.lint]\nselect = 'PTX001'\n", "lint", "select must be a list of rule ids or names"),
+        ("[tool.ptxtool.lint]\nptxas = 'no'\n", "lint", "ptxas must be true or false"),
+        ("[tool.ptxtool.lint]\nfail-on = 'never'\n", "lint", "fail-on must be"),
+        ("[tool.ptxtool.inspect]\nunknown = 1\n", "inspect", "unknown key 'unknown'"),
+    ],
+)
+def test_bad_settings_name_file_and_key(tmp_path, text, section, complaint):
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(InputError) as error:
+        load(section, tmp_path)
+    diagnostic = error.value.diagnostics[0]
+    assert diagnostic.location.path == str(tmp_path / "pyproject.toml") and complaint in diagnostic.message
+
+
+def test_negative_rule_option_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.lint.PTX003]\nregister-file = -65536\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["lint", "--no-ptxas", PTX])
+    assert result.exit_code == 2 and "register-file must not be negative; got -65536" in result.stderr
+
+
+def test_flags_over_settings_over_defaults(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.inspect]\nblock-size = 64\nbudget = 'ci/b.toml'\n")
+    table = load("inspect", tmp_path)
+    assert table.pick(128, "block-size") == 128 and table.pick(None, "block-size") == 64
+    assert table.pick(None, "backend", "ptxas") == "ptxas"
+    assert table.path_value("budget") == str(tmp_path / "ci" / "b.toml")
+    assert load("optimize", tmp_path).table == {}  # a section not given is empty, not an error
+
+
+def test_verbose_names_the_pyproject(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.lint]\nselect = ['PTX005']\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["-v", "lint", "--no-ptxas", PTX])
+    assert f"settings: {tmp_path / 'pyproject.toml'}" in result.stderr
+    assert {line.split(": ")[1].split()[0] for line in result.stdout.splitlines()} == {"PTX005"}
+    quiet = CliRunner().invoke(main, ["lint", "--no-ptxas", PTX])
+    assert "settings:" not in quiet.stderr

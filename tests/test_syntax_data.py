@@ -1,0 +1,122 @@
+"""The compact Data node: a debug section's plain data body parsed as one string, not a node per line."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ptxtool.analysis.legality import _constructs
+from ptxtool.syntax import ast, format_module, parse
+
+HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"
+# odd but valid layout: tabs, blanks around commas and before a colon, two statements on one line, blank lines
+ODD = (
+    HEAD + ".section .debug_str\n{\n$L__str0 :\n.b8\t116 ,104,  101\n\n\t.b8 0 .b32 .debug_abbrev\n"
+    ".b64 $L__str0\n.b16 7,\t8\n}\n"
+)
+CANONICAL_BODY = "{\n$L__str0:\n\t.b8 116, 104, 101\n\t.b8 0\n\t.b32 .debug_abbrev\n\t.b64 $L__str0\n\t.b16 7, 8\n}\n"
+
+
+def _section(module: ast.Module) -> ast.Section:
+    (section,) = [i for i in module.items if isinstance(i, ast.Section)]
+    return section
+
+
+def _slow(text: str) -> str:
+    """The same text with a comment before the closing brace: the body takes the parser's ordinary path."""
+    return text.replace("\n}\n", " /* slow */\n}\n")
+
+
+def _rows(statements) -> list[tuple]:
+    return [(type(s).__name__, s.line, s.column, getattr(s, "word", ""), getattr(s, "args", ())) for s in statements]
+
+
+def test_a_plain_data_body_is_one_data_node_standing_for_the_same_statements() -> None:
+    fast = _section(parse(ODD)).body
+    slow = _section(parse(_slow(ODD))).body
+    assert [type(s) for s in fast.statements] == [ast.Data]
+    assert ast.Data not in {type(s) for s in slow.statements}
+    # the same nodes, values and positions as the ordinary path builds (the comment sits after the last line)
+    expanded = tuple(ast.expanded(fast.statements))
+    assert _rows(expanded) == _rows(slow.statements)
+    assert expanded == tuple(replace(s, trailing=()) for s in slow.statements)
+    assert [n.text for n in ast.walk(fast) if isinstance(n, ast.Name)] == [".debug_abbrev", "$L__str0"]
+
+
+def test_fmt_of_a_data_body_is_canonical_idempotent_and_the_ordinary_paths() -> None:
+    out = format_module(parse(ODD))
+    assert out.endswith(".section .debug_str\n" + CANONICAL_BODY)
+    assert format_module(parse(out)) == out
+    assert parse(out) == parse(ODD)
+    assert format_module(parse(_slow(ODD))) == out.replace("\t.b16 7, 8\n", "\t.b16 7, 8 /* slow */\n")
+
+
+def test_a_data_node_made_by_a_pass_prints_and_expands() -> None:
+    data = ast.Data("$a:\n.b8 1, 2\n.b32 $a")
+    section = ast.Section(".debug_x", ast.Block((data,)))
+    out = format_module(ast.Module((*parse(HEAD).items, section)))
+    assert out.endswith(".section .debug_x\n{\n$a:\n\t.b8 1, 2\n\t.b32 $a\n}\n")
+    assert [type(s).__name__ for s in data.statements] == ["Label", "Directive", "Directive"]
+    assert parse(out) == ast.Module((*parse(HEAD).items, section))
+
+
+def test_comments_around_a_data_body_keep_their_places(ptxas: str, tmp_path: Path) -> None:
+    text = HEAD + ".section /* a */ .debug_str // b\n{\n.b8 1\n$L__x:\n.b8 2 } // c\n"
+    module = parse(text)
+    section = _section(module)
+    assert [type(s) for s in section.body.statements] == [ast.Data]
+    out = format_module(module)
+    assert "/* a */" in out and "// b" in out and "// c" in out
+    assert format_module(parse(out)) == out
+    path = tmp_path / "t.ptx"
+    path.write_text(out)
+    assert subprocess.run([ptxas, "-arch=sm_80", str(path), "-o", str(tmp_path / "t.cubin")]).returncode == 0
+
+
+def test_labels_in_a_data_body_reach_the_version_check() -> None:
+    found = [c for c in _constructs(parse(ODD)) if c[0] == "section_label"]
+    assert found == [("section_label", 6, 1)]
+
+
+def test_a_large_debug_section_parses_into_constant_nodes_in_linear_time() -> None:
+    def text(lines: int) -> str:
+        rows = [f"$L__s{k}:\n.b8 {k % 256}, {k % 7}" if k % 50 == 0 else f".b8 {k % 256}" for k in range(lines)]
+        return HEAD + ".section .debug_str\n{\n" + "\n".join(rows) + "\n}\n"
+
+    def seconds(source: str) -> float:
+        start = time.perf_counter()
+        format_module(parse(source))
+        return time.perf_counter() - start
+
+    small, large = text(20_000), text(200_000)
+    seconds(small)  # the tables load once
+    assert [type(s) for s in _section(parse(large)).body.statements] == [ast.Data]
+    assert seconds(large) < 10 * max(seconds(small), 0.01) + 1.0  # ten times the lines: about ten times the time
+    out = format_module(parse(large))
+    assert out.count("\n\t.b8 ") == 200_000 and format_module(parse(out)) == out
+
+
+def test_single_blanks_around_commas_print_canonically() -> None:
+    text = HEAD + ".section .debug_x\n{\n.b8 1 , 2,3 ,4\n.b16 5, 6\n}\n"
+    out = format_module(parse(text))
+    assert out.endswith("{\n\t.b8 1, 2, 3, 4\n\t.b16 5, 6\n}\n")
+    assert format_module(parse(out)) == out
+
+
+def test_a_numeric_initializer_wraps_every_element_in_order_at_every_length() -> None:
+    for n in (1, 15, 16, 17, 31, 32, 33, 48, 49):
+        values = [str(k * 7 % 300) for k in range(n)]
+        listed = " ,\t".join(values)  # odd blanks: the tab takes the general path
+        text = HEAD + f".global .b16 a[{n}] = {{{listed}}};\n"
+        out = format_module(parse(text))
+        body = out[out.index("{") + 1 : out.index("}")]
+        assert body.replace(",", " ").split() == values
+        rows = [row for row in body.split("\n") if row]
+        assert [len(row.split(",")) for row in rows] == (
+            [n] if n <= 16 else [17] * (len(rows) - 1) + [n - 16 * (len(rows) - 1)]
+        )
+        assert format_module(parse(out)) == out
+        declarator = parse(text).items[-1].declarators[0]
+        assert [i.text for i in declarator.init.items] == values
