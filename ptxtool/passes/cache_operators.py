@@ -16,7 +16,6 @@ is outside the PTX memory model and says so in every report. Every added qualifi
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +25,7 @@ from ptxtool.analysis.memory import BLOCK_INDICES, Affine, MemoryAccess, MemoryF
 from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
+from ptxtool.syntax.names import matches
 
 NAME = "cache-operators"
 LINE_BYTES = 128  # an L1/L2 line: a streaming warp must move at least this far per trip
@@ -50,13 +50,6 @@ _GRID = ("%nctaid", "%ntid")
 
 # What an added qualifier needs that the file's .version/.target or the target used lacks (one name to stub in tests).
 _unmet = isa.unmet_added
-
-
-def matches(kernel: str, globs: tuple[str, ...]) -> bool:
-    """Whether a glob names the kernel: its PTX name, or the plain name of a C++ kernel (`hadd2` for `_Z5hadd2...`)."""
-    mangled = re.match(r"_Z(\d+)", kernel)
-    plain = kernel[mangled.end() : mangled.end() + int(mangled[1])] if mangled else kernel
-    return any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(plain, g) for g in globs)
 
 
 @dataclass(frozen=True)
