@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from ptxtool import isa
 from ptxtool.analysis.statements import statements
 from ptxtool.errors import Diagnostic, Location
-from ptxtool.isa.features import ATTRIBUTE_WORDS, FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
+from ptxtool.isa.features import FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
 from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
+from ptxtool.syntax.words import ATTRIBUTE_WORDS
 
 
 @dataclass(frozen=True, slots=True)

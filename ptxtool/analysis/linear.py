@@ -63,9 +63,6 @@ class Linear:
     registers: dict[str, Register]
     target_lists: dict[str, tuple[str, ...]]
 
-    def register(self, key: str) -> Register:
-        return self.registers[key]
-
 
 class _Scope:
     """Names declared in one block; ranges such as `%r<10>` kept as prefix -> count."""

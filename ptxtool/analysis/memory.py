@@ -26,10 +26,12 @@ from ptxtool.syntax import ast
 # CUDA runtime functions without a body in the module, known to touch no memory the kernel's pointers reach.
 _HARMLESS_EXTERN = frozenset(("vprintf", "malloc", "free", "__assertfail"))
 _ALLOCATORS = frozenset(("malloc",))  # their result is fresh memory: it aliases no parameter
+_CARRIED_DEPTH = 16  # loop-carried registers checked inside one another's check, at most
 # Special registers that tell the threads of a grid apart.
 THREAD_INDICES = frozenset(f"%tid.{d}" for d in "xyz")
 BLOCK_INDICES = frozenset(f"%ctaid.{d}" for d in "xyz")
 _INDICES = THREAD_INDICES | BLOCK_INDICES
+THREAD_SHAPES = frozenset((t,) for t in THREAD_INDICES)
 
 
 class Space(Enum):
@@ -73,13 +75,15 @@ class Symbol:
     """An unknown in an affine form: a special register (`%tid.x`), the value of a register at an op, a loop's
     induction variable, or a product of such. `factors` lists the special registers it is the product of (empty
     when it is not a product of special registers only); `specials` every special register it involves; `ops` and
-    `loops` the ops whose results and the loops whose trips may change it."""
+    `loops` the ops whose results and the loops whose trips may change it; `distinct` the special registers whose
+    different values give it different values (not those seen only through `and`, `shr`, `min`, ...)."""
 
     text: str
     factors: tuple[str, ...] = ()
     specials: frozenset[str] = frozenset()
     ops: frozenset[int] = frozenset()
     loops: frozenset[int] = frozenset()
+    distinct: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return self.text
@@ -115,6 +119,11 @@ class Affine:
         """Every special register the value involves."""
         return frozenset().union(*(s.specials for s in self.terms))
 
+    @property
+    def distinct(self) -> frozenset[str]:
+        """The special registers the value tells apart (`%tid.x & 31` involves `%tid.x` but tells 32 apart only)."""
+        return frozenset().union(*(s.distinct for s in self.terms))
+
     def coefficient(self, special: str) -> int:
         """The coefficient of one special register standing alone (`%tid.x` in `16*%tid.x + ...`)."""
         return sum(v for s, v in self.terms.items() if s.factors == (special,))
@@ -131,7 +140,7 @@ def _opaque(text: str, ops: Iterable[int] = (), loops: Iterable[int] = ()) -> Af
 
 
 def _special(name: str) -> Affine:
-    return Affine(None, {Symbol(name, (name,), frozenset((name,))): 1})
+    return Affine(None, {Symbol(name, (name,), frozenset((name,)), distinct=frozenset((name,))): 1})
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,12 +221,23 @@ def _symbol_base(name: str, space: Space | None) -> MemoryBase:
 class _Evaluator:
     """Symbolic values of registers at their uses, memoized; cycles and merges become opaque symbols."""
 
-    def __init__(self, cfg: CFG, du: DefUse, loops: tuple[Loop, ...], spaces: dict[str, Space], params: set[str]):
-        self.cfg, self.du, self.spaces, self.params = cfg, du, spaces, params
+    def __init__(
+        self,
+        cfg: CFG,
+        du: DefUse,
+        loops: tuple[Loop, ...],
+        spaces: dict[str, Space],
+        params: set[str],
+        allocators: frozenset[str] = _ALLOCATORS,
+        threads: tuple[int, ...] = (),
+    ):
+        self.cfg, self.du, self.spaces, self.params, self.allocators = cfg, du, spaces, params, allocators
+        self.threads = threads  # the most threads per block in x, y, z (`.maxntid`/`.reqntid`), where declared
         self.loops = sorted(loops, key=lambda loop: -loop.depth)  # innermost first
         self.memo: dict[tuple[int, str], Affine] = {}
         self.busy: set[tuple[int, str]] = set()
         self.steps: dict[Symbol, Affine | None] = {}  # induction symbol -> its step per trip (None: not affine)
+        self.carrying: set[tuple[int, str]] = set()  # (loop, register) whose carried base is being checked
 
     def operand(self, op: int, index: int) -> Affine:
         o = self.cfg.linear.ops[op]
@@ -264,10 +284,29 @@ class _Evaluator:
         init = self.define(init_op, key)
         iv = next((v for v in loop.induction if v.register == key), None)
         if iv is None:
-            return Affine(init.base, {Symbol(f"{key}@L{loop.index}", loops=frozenset((loop.index,))): 1})
+            base = init.base if self._keeps_base(loop, key, init.base) else UNKNOWN if init.base else None
+            return Affine(base, {Symbol(f"{key}@L{loop.index}", loops=frozenset((loop.index,))): 1})
         symbol = Symbol(f"iv(L{loop.index}:{key})", loops=frozenset((loop.index,)))
         self.steps[symbol] = self._step(iv)
         return init + Affine(None, {symbol: 1})
+
+    def _keeps_base(self, loop: Loop, key: str, base: MemoryBase | None) -> bool:
+        """Whether every definition of key inside the loop keeps the base it enters with (pointers swapped between
+        buffers each trip do not), assuming the carried value keeps it; what was learnt under a failed
+        assumption is forgotten."""
+        if (loop.index, key) in self.carrying:
+            return True
+        if len(self.carrying) >= _CARRIED_DEPTH:  # registers copied around a loop through a long chain: give up
+            return False
+        self.carrying.add((loop.index, key))
+        known = set(self.memo)
+        inside = [o.index for b in loop.blocks for o in self.cfg.ops(self.cfg.blocks[b]) if key in o.defs]
+        kept = all(self.define(d, key).base == base for d in inside)
+        self.carrying.discard((loop.index, key))
+        if not kept:
+            for stale in set(self.memo) - known:
+                del self.memo[stale]
+        return kept
 
     def _step(self, iv: InductionVariable) -> Affine | None:
         """An induction variable's step as an affine value (loops.py renders it as `3*%rd27 + 8` over register
@@ -298,7 +337,7 @@ class _Evaluator:
             if isinstance(base, ast.Name) and base.text in self.params:
                 wide = any(isa.caching.type_bits(t) == 64 for t in i.modifiers)
                 return Affine(MemoryBase(Space.PARAM, base.text)) if wide else _opaque(f"param:{base.text}")
-            if isinstance(base, ast.Name) and self._returned_by(op, base.text) in _ALLOCATORS:
+            if isinstance(base, ast.Name) and self._returned_by(op, base.text) in self.allocators:
                 return Affine(MemoryBase(Space.HEAP))
         if family in ("mov", "cvta", "cvt") and n == 2:
             return self.operand(op, 1)
@@ -318,7 +357,22 @@ class _Evaluator:
             return product + self.operand(op, 3) if product else self._opaque(op, key)
         if family == "neg" and n == 2:
             return self.operand(op, 1).scale(-1)
+        if family == "and" and n == 3 and self._whole_mask(self.operand(op, 1), self.operand(op, 2)):
+            return self.operand(op, 1)  # `%tid.x & 127` with at most 128 threads: %tid.x itself
         return self._opaque(op, key)
+
+    def _whole_mask(self, value: Affine, mask: Affine) -> bool:
+        """Whether `value & mask` is value: a thread index under a mask that covers every thread the kernel's
+        `.maxntid`/`.reqntid` allows in that dimension."""
+        bits = mask.constant
+        if len(value.terms) != 1 or value.const or value.base or bits is None or bits < 0 or bits & (bits + 1):
+            return False
+        ((symbol, coefficient),) = value.terms.items()
+        if coefficient != 1:
+            return False
+        dimension = "xyz".index(symbol.factors[0][-1]) if symbol.factors in THREAD_SHAPES else None
+        limit = self.threads[dimension] if dimension is not None and dimension < len(self.threads) else None
+        return limit is not None and limit <= bits + 1
 
     def _opaque(self, op: int, key: str) -> Affine:
         """A value computed in a way we do not follow; it still involves the special registers of its inputs
@@ -355,7 +409,9 @@ def _product(a: Affine, b: Affine) -> Affine | None:
         pure = bool(x.factors and y.factors)
         factors = tuple(sorted(x.factors + y.factors)) if pure else ()
         text = "*".join(factors) if pure else f"({x})*({y})"
-        symbol = Symbol(text, factors, x.specials | y.specials, x.ops | y.ops, x.loops | y.loops)
+        symbol = Symbol(
+            text, factors, x.specials | y.specials, x.ops | y.ops, x.loops | y.loops, x.distinct | y.distinct
+        )
         return Affine(None, {symbol: m * n})
     symbols = [*a.terms, *b.terms]
     return Affine(
@@ -366,6 +422,7 @@ def _product(a: Affine, b: Affine) -> Affine | None:
                 specials=frozenset().union(*(s.specials for s in symbols)),
                 ops=frozenset().union(*(s.ops for s in symbols)),
                 loops=frozenset().union(*(s.loops for s in symbols)),
+                distinct=frozenset().union(*(s.distinct for s in symbols)),
             ): 1
         },
     )
@@ -410,30 +467,49 @@ def _stride(ev: _Evaluator, value: Affine, loop: Loop | None) -> Affine | None:
     return total
 
 
-def dependent_branches(ops: list[Op], source: Op) -> list[Op]:
-    """The conditional branches and exits among `ops` whose predicate depends on what `source` defines."""
+def _stores(op: Op) -> bool:
+    """Whether op writes memory other than `.global` (where a poll's value would be handed on: shared, local,
+    generic); a global store of a loaded scalar (`y[i] = x[i] * scale[0]`) hands on nothing."""
+    return any(mode is not Mode.READ and space != "global" for _, mode, space in isa.memory_accesses(op.instruction))
+
+
+def _loads(op: Op) -> bool:
+    return any(mode is not Mode.WRITE for _, mode, _ in isa.memory_accesses(op.instruction))
+
+
+def dependent_branches(ops: list[Op], source: Op, *, through_memory: bool = False) -> list[Op]:
+    """The conditional branches, indirect branches and exits among `ops` whose predicate or target depends on what
+    `source` defines. `through_memory`: a value stored among `ops` outside `.global` (or a call's result, which comes
+    back through `.param` memory) may reach every load among them (`if (!tid) s = *f; __syncthreads(); while (!s)`)."""
     seen = set(source.defs)
+    memory = through_memory and bool(isa.effects(source.instruction) & Effect.CALL)
     changed = True
     while changed:
         changed = False
         for op in ops:
-            if seen.intersection(op.uses) and not seen.issuperset(op.defs):
+            tainted = seen.intersection(op.uses) or (memory and _loads(op))
+            if tainted and not seen.issuperset(op.defs):
                 seen.update(op.defs)
                 changed = True
+            if through_memory and not memory and seen.intersection(op.uses) and _stores(op):
+                memory = changed = True
     leaves = Effect.BRANCH | Effect.RETURN
     return [
         op
         for op in ops
-        if op.guarded and op.uses[-1] in seen and (info := isa.find(op.instruction)) and info.effects & leaves
+        if (info := isa.find(op.instruction))
+        and info.effects & leaves
+        and ((op.guarded and op.uses[-1] in seen) or (not op.guarded and seen.intersection(op.uses)))
     ]
 
 
-def _polls(cfg: CFG, loops: tuple[Loop, ...], ev: _Evaluator, op: int, value: Affine) -> bool:
-    """A load whose address stays put in a loop that its value controls: it waits for someone else's write."""
+def _polls(cfg: CFG, loops: tuple[Loop, ...], ev: _Evaluator, op: int, value: Affine | None) -> bool:
+    """A load whose address stays put in a loop that its value controls, even through memory: it waits for someone
+    else's write. A call (value None) polls when its result controls a loop around it."""
     for loop in loops:
-        if cfg.block_of[op] in loop.blocks and not any(varies(s, cfg, loop) for s in value.terms):
+        if cfg.block_of[op] in loop.blocks and (value is None or not any(varies(s, cfg, loop) for s in value.terms)):
             inside = [o for b in sorted(loop.blocks) for o in cfg.ops(cfg.blocks[b])]
-            if dependent_branches(inside, cfg.linear.ops[op]):
+            if dependent_branches(inside, cfg.linear.ops[op], through_memory=True):
                 return True
     return False
 
@@ -463,7 +539,11 @@ def _call(
         if name in _HARMLESS_EXTERN:
             return set(), False, []
         return set(), True, [Observer(op, line, f"a call to {name}, which has no body here (it may do anything)")]
-    if name in stack:  # recursion: the cycle's effects are those of its members, being summed already
+    if name in stack:  # recursion: the cycle's effects are those of its members, being summed already; but it is
+        # a loop no CFG shows, so a load in it may be a poll (`wait() { if (!flag[0]) wait(); }`)
+        cycle = [f for f in module.functions if f.name in stack[stack.index(name) :] and f.body is not None]
+        if any(_reads_global(f) for f in cycle):
+            return set(), False, [Observer(op, line, f"a recursive call to {name} (a loop that may poll)")]
         return set(), False, []
     if name not in done:
         done[name] = memory_facts(module, function, _stack=(*stack, name), _done=done)
@@ -478,6 +558,35 @@ def _call(
             if value.base and value.base.param:
                 written.add(value.base.param)
     return written, unknown, observers
+
+
+def _reads_global(function: ast.Function) -> bool:
+    """Whether a function's own body reads global or generic memory."""
+    instructions = (n for n in ast.walk(function.body) if isinstance(n, ast.Instruction))
+    return any(
+        mode is not Mode.WRITE and space in ("global", "generic")
+        for i in instructions
+        if isa.find(i) is not None
+        for _, mode, space in isa.memory_accesses(i)
+    )
+
+
+def _callee_indices(module: ast.Module, op: Op, stack: tuple[str, ...], done: dict[str, MemoryFacts]) -> frozenset[str]:
+    """The thread/block indices a call's callee reads (every one for a callee we cannot see): a callee that reads
+    `%ctaid.y` makes a launch wider in y do different work, so the caller's loads are read again by each y (a
+    recursive call's are being summed already)."""
+    name, function = _callee(module, op)
+    if name in stack or (name in _HARMLESS_EXTERN and (function is None or function.body is None)):
+        return frozenset()
+    facts = done.get(name) if name else None
+    return _INDICES if facts is None else facts.indices
+
+
+def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> bool:
+    """Whether a call's callee may read global memory (indirect and bodiless callees are observers already)."""
+    name, function = _callee(module, op)
+    facts = done.get(name) if name else None
+    return facts is None or any(a.mode is not Mode.WRITE for a in facts.accesses)
 
 
 def memory_facts(
@@ -495,7 +604,10 @@ def memory_facts(
     du = def_use(cfg)
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
-    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params)
+    defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
+    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
+    threads = tuple(int(v.text) for v in bounds[0].values) if bounds else ()
+    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined, threads)
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()
@@ -535,6 +647,9 @@ def memory_facts(
             hands, unknown, seen = _call(ev, module, o.index, stack, done)
             written |= hands
             observers += seen
+            indices.update(_callee_indices(module, o, stack, done))
+            if _reads_memory(module, o, done) and _polls(cfg, loops, ev, o.index, None):
+                observers.append(Observer(o.index, o.line, f"{i.mnemonic} in a loop its result controls (a poll)"))
             if unknown:
                 unknown_writes.append(o.index)
     read_only = frozenset() if unknown_writes else frozenset(params - written)

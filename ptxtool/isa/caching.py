@@ -118,9 +118,15 @@ def _rank(modifier: str) -> int:
     return 8 if _VECTOR.match(modifier) else 9
 
 
+# Modifiers the grammar does not allow beside an added one: `ld.global.nc` has no `{.weak}` slot (a non-coherent
+# load is weak by definition; ptxas 13: "Modifier '.weak' cannot be combined with modifier '.nc'").
+EXCLUDES: dict[str, frozenset[str]] = {"nc": frozenset(("weak",))}
+
+
 def with_modifier(instr: ast.Instruction, modifier: str) -> ast.Instruction:
-    """The instruction with one more modifier, placed where the PTX grammar wants it."""
-    mods = list(instr.modifiers)
+    """The instruction with one more modifier, placed where the PTX grammar wants it (dropping one it excludes:
+    `ld.weak.global` -> `ld.global.nc`)."""
+    mods = [m for m in instr.modifiers if m not in EXCLUDES.get(modifier, ())]
     at = next((k for k, m in enumerate(mods) if _rank(m) > _rank(modifier)), len(mods))
     mods.insert(at, modifier)
     return replace(instr, modifiers=tuple(mods))

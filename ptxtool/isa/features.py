@@ -138,15 +138,6 @@ DIRECTIVES: dict[str, Feature] = {
     )
 }
 
-# Words that may stand before a declared name or a function's kind (`.visible .global .align 4 .b32`); a line of
-# words that starts with none of these is an unknown directive, not the head of a declaration.
-STATE_SPACE_WORDS = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
-ATTRIBUTE_WORDS = (
-    STATE_SPACE_WORDS
-    | frozenset((".extern", ".visible", ".weak", ".common", ".align", ".ptr", ".attribute", ".v2", ".v4", ".v8"))
-    | frozenset((".texref", ".samplerref", ".surfref", ".pred"))
-    | frozenset(f".{kind}{bits}" for kind in "bsuf" for bits in (8, 16, 32, 64, 128))
-)
 # Directives of a fixed shape, and those that may follow a function's or prototype's parameters.
 STATEMENT_DIRECTIVES = frozenset(
     (".version", ".target", ".address_size", ".file", ".loc", ".pragma", ".alias", ".branchtargets", ".calltargets")

@@ -6,12 +6,11 @@ A feature needs `sm_N` (any target numbered N or above), `sm_Na` (exactly that a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-Version = tuple[int, int]
+from ptxtool.syntax.names import TARGET
 
-_TARGET = re.compile(r"sm_(\d+)([af]?)$")
+Version = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +22,7 @@ class Target:
 
     @classmethod
     def parse(cls, text: str) -> Target | None:
-        match = _TARGET.match(text)
+        match = TARGET.fullmatch(text)
         return cls(int(match[1]), match[2]) if match else None
 
     @property

@@ -3,54 +3,35 @@ user's `.cu`/`.cuh` file (its `.loc` directives), so that findings and suppressi
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from bisect import bisect_right
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ptxtool.errors import InputError, Location
 from ptxtool.syntax import ast
 
-_APPEND = "NVCC_APPEND_FLAGS"  # nvcc adds these to its command line (compile.cuda_to_ptx takes no options of its own)
-
-
-@contextmanager
-def _lineinfo() -> Iterator[None]:
-    before = os.environ.get(_APPEND)
-    os.environ[_APPEND] = f"{before} -lineinfo" if before else "-lineinfo"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[_APPEND]
-        else:
-            os.environ[_APPEND] = before
-
 
 def annotated_ptx(path: str, arch: str | None) -> str:
     """PTX with `.loc` line info for a .cu file, or a .cuh header through a unit that includes it."""
     from ptxtool.toolchain.compile import cuda_to_ptx as compile_cuda
 
-    with _lineinfo():
-        if not path.endswith(".cuh"):
-            return compile_cuda(path, arch)
-        with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
-            unit = Path(tmp) / (Path(path).stem + ".cu")
-            unit.write_text(f'#include "{Path(path).resolve()}"\n')
-            try:
-                return compile_cuda(str(unit), arch)
-            except InputError as error:  # nvcc names the header's lines; say they are the header's
-                lines = Path(path).read_text(errors="replace").splitlines()
-                raise InputError(
-                    [
-                        replace(d, location=Location(path, d.location.line, 0, _line(lines, d.location.line)))
-                        for d in error.diagnostics
-                    ]
-                ) from None
+    if not path.endswith(".cuh"):
+        return compile_cuda(path, arch, lineinfo=True)
+    with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
+        unit = Path(tmp) / (Path(path).stem + ".cu")
+        unit.write_text(f'#include "{Path(path).resolve()}"\n')
+        try:
+            return compile_cuda(str(unit), arch, lineinfo=True)
+        except InputError as error:  # nvcc names the header's lines; say they are the header's
+            lines = Path(path).read_text(errors="replace").splitlines()
+            raise InputError(
+                [
+                    replace(d, location=Location(path, d.location.line, 0, _line(lines, d.location.line)))
+                    for d in error.diagnostics
+                ]
+            ) from None
 
 
 def _line(lines: list[str], number: int) -> str:

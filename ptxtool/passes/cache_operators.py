@@ -16,7 +16,6 @@ is outside the PTX memory model and says so in every report. Every added qualifi
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +25,7 @@ from ptxtool.analysis.memory import BLOCK_INDICES, Affine, MemoryAccess, MemoryF
 from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
+from ptxtool.syntax.names import matches
 
 NAME = "cache-operators"
 LINE_BYTES = 128  # an L1/L2 line: a streaming warp must move at least this far per trip
@@ -50,13 +50,6 @@ _GRID = ("%nctaid", "%ntid")
 
 # What an added qualifier needs that the file's .version/.target or the target used lacks (one name to stub in tests).
 _unmet = isa.unmet_added
-
-
-def matches(kernel: str, globs: tuple[str, ...]) -> bool:
-    """Whether a glob names the kernel: its PTX name, or the plain name of a C++ kernel (`hadd2` for `_Z5hadd2...`)."""
-    mangled = re.match(r"_Z(\d+)", kernel)
-    plain = kernel[mangled.end() : mangled.end() + int(mangled[1])] if mangled else kernel
-    return any(fnmatch.fnmatchcase(kernel, g) or fnmatch.fnmatchcase(plain, g) for g in globs)
 
 
 @dataclass(frozen=True)
@@ -122,8 +115,9 @@ def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _
 def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
     """The address tells apart every block (and thread) that could touch it: it involves a block index, and every
     `%ctaid`/`%tid` dimension the kernel reads (`bias[i]` indexed by `%ctaid.x` is read again by each
-    `%ctaid.y`); an enclosing loop the address may not move in would read it again too."""
-    used = a.offset.specials
+    `%ctaid.y`), and tells its values apart (`%tid.x & 31` does not); an enclosing loop the address may not move in
+    would read it again too."""
+    used = a.offset.distinct
     return bool(used & BLOCK_INDICES) and k.facts.indices <= used and a.depth <= 1
 
 
@@ -323,12 +317,29 @@ def _with_policy(body: ast.Block) -> ast.Block:
     return replace(body, statements=(*body.statements[:at], declare, _CREATE_POLICY, *body.statements[at:]))
 
 
+def _foreign_policy_register(body: ast.Block) -> bool:
+    """Whether the kernel declares the policy register's name without the pass's own `createpolicy` (the author's
+    register: appending it as a cache policy would hand ptxas an arbitrary value)."""
+    nodes = list(ast.walk(body))
+    declared = any(isinstance(n, ast.Declarator) and n.name == POLICY_REGISTER for n in nodes)
+    ours = (_CREATE_POLICY.opcode, _CREATE_POLICY.modifiers, tuple(str(o) for o in _CREATE_POLICY.operands))
+    created = any(
+        isinstance(n, ast.Instruction) and (n.opcode, n.modifiers, tuple(str(o) for o in n.operands)) == ours
+        for n in nodes
+    )
+    return declared and not created
+
+
 def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settings, report: PassReport) -> ast.Function:
     k = _kernel(module, function, settings)
     unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY, settings.arch)
     if settings.l2_evict_first.applies(k.name) and unmet is not None:
         needs = " or ".join(str(n) for n in unmet.needs)
         report.skipped.append(Skip(k.name, function.line, "createpolicy", f"L2 evict_first policy: needs {needs}"))
+        settings = replace(settings, l2_evict_first=Policy(False))
+    elif settings.l2_evict_first.applies(k.name) and _foreign_policy_register(function.body):
+        why = f"L2 evict_first policy: the kernel already has a register named {POLICY_REGISTER}"
+        report.skipped.append(Skip(k.name, function.line, "createpolicy", why))
         settings = replace(settings, l2_evict_first=Policy(False))
     planners = {"ld": _plan_load, "st": _plan_store}
     new: dict[int, ast.Instruction] = {}

@@ -425,8 +425,8 @@ class InspectResult:
 def execute(
     options: Options, sources: list[Source | Unreadable], checks: Checks = Checks(), advance=None
 ) -> InspectResult:
-    from ptxtool import budget as rules
     from ptxtool.report.pictures import peak_text, pressure_svg
+    from ptxtool.services import budget as rules
 
     checks.checked(options, [s.path for s in sources])
     limits = rules.load_budget(checks.budget) if checks.budget else None

@@ -70,12 +70,11 @@ def _bad(kind: str, value: str, start: int) -> str:
 
 @dataclass(slots=True)
 class Comment:
-    """A comment as found: `own_line` when nothing but blanks precede it on its line."""
+    """A comment as found, at its line and column (placed on statements later, by position)."""
 
     line: int
     column: int
     text: str
-    own_line: bool
 
 
 @dataclass(slots=True)
@@ -142,7 +141,6 @@ class PtxLexer:
         line = 1
         line_start = 0
         last_end = 0
-        last_token_line = 0
         new_str = str.__new__
         data_list = self.data_list
         section_body = self.section_body.match
@@ -172,12 +170,11 @@ class PtxLexer:
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
-                    comments.append(Comment(line, start - line_start + 1, text_, last_token_line != line))
+                    comments.append(Comment(line, start - line_start + 1, text_))
                     newlines = value.count("\n")
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", start, last_end) + 1
-                    last_token_line = line
                     continue
                 elif kind == "OPEN_COMMENT":  # the rest of the file is inside the comment: nothing more to lex
                     errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
@@ -187,7 +184,6 @@ class PtxLexer:
                     continue
                 elif kind == "STRING" and not value.isascii():
                     errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
-                last_token_line = line
                 session.prev_line = session.last_line
                 session.last_line = line
                 if body_after_comments and kind == "LBRACE":  # the brace after a section name and comments
@@ -222,7 +218,6 @@ class PtxLexer:
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", brace, last_end) + 1
-                    last_token_line = line
                     position = last_end
                     yield token
                     break

@@ -19,6 +19,7 @@ from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
+from ptxtool.syntax.words import ATTRIBUTE_WORDS
 
 # ---------------------------------------------------------------- errors
 
@@ -129,14 +130,6 @@ class _Several(tuple):
 
 class _Params(tuple):
     """A parenthesised parameter list, told apart from other tuples among a function's children."""
-
-
-@cache
-def _attribute_words() -> frozenset[str]:
-    """The ISA's declaration and function attributes, loaded when a run of attributes first spans lines."""
-    from ptxtool.isa.features import ATTRIBUTE_WORDS
-
-    return ATTRIBUTE_WORDS
 
 
 def _flat(items: tuple) -> tuple:
@@ -334,7 +327,7 @@ class _Build:
         directives: list[ast.Directive] = []
         start = 0
         for i in range(1, len(parts)):
-            if parts[i].line > parts[i - 1].line and nodes[start].word not in _attribute_words():
+            if parts[i].line > parts[i - 1].line and nodes[start].word not in ATTRIBUTE_WORDS:
                 first, rest = nodes[start], nodes[start + 1 : i]
                 group = (*((first.number,) if first.number is not None else ()), *map(_attribute_name, rest))
                 line, column = parts[start].line, parts[start].column

@@ -19,15 +19,13 @@ from pathlib import Path
 
 from ptxtool.cache import cache_location
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location
+from ptxtool.syntax.names import TARGET, target_number
 from ptxtool.toolchain.discover import Tool, find_tool, run_tool
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning, parse_verbose, parse_warnings
-
-BACKENDS = ("ptxas", "nvjitlink")
 
 _MESSAGE = re.compile(r"^ptxas (?:.*?, line (\d+); )?(error|warning|fatal)\s*: (.*)$")
 _AT_LINE = re.compile(r"at line (\d+)")
 _UNRESOLVED = "Unresolved extern function"
-_TARGET = re.compile(r"^sm_\d+[af]?$")
 _UNKNOWN_TARGET = "is not defined for option 'gpu-name'"  # a target ptxas does not know (sm_99) or dropped (sm_52)
 _NEWER_TARGET = "SM version specified by .target is higher than default SM version assumed"
 _TARGET_LINE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
@@ -52,7 +50,7 @@ def target_arch(targets: tuple[str, ...], path: str, override: str | None = None
     arch = override or next((t for t in targets if t.startswith("sm_")), None)
     if arch is None:
         raise InputError.at(path, "no `.target sm_XY` in the module: give one with --arch (e.g. --arch sm_90)")
-    if not _TARGET.match(arch):
+    if not TARGET.fullmatch(arch):
         raise InputError.at(path, f"not a GPU target: {arch!r} (expected sm_XY, sm_XYa or sm_XYf)")
     return arch
 
@@ -69,14 +67,9 @@ def _unknown_target_hint(arch: str) -> str:
         return ""
     taken = f"this ptxas assembles for {', '.join(targets)}"
     oldest = targets[0]
-    if _target_number(arch) < _target_number(oldest):
+    if (target_number(arch) or 0) < (target_number(oldest) or 0):
         return f" ({taken}; the PTX runs on newer GPUs: give --arch {oldest})"
     return f" ({taken}: give one of them with --arch)"
-
-
-def _target_number(target: str) -> int:
-    digits = re.match(r"sm_(\d+)", target)
-    return int(digits.group(1)) if digits else 0
 
 
 def _diagnostics(log: str, path: str, text: str, arch: str) -> list[Diagnostic]:
@@ -276,14 +269,16 @@ def _cccl_include(nvcc: Tool) -> list[str]:
     return ["-isystem", found.abs_path] if found and found.found_via in _HEADER_SOURCES else []
 
 
-def cuda_to_ptx(path: str, arch: str | None) -> str:
-    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default). The file's faults (a syntax error, a
+def cuda_to_ptx(path: str, arch: str | None, lineinfo: bool = False) -> str:
+    """CUDA C++ -> PTX with nvcc (`-arch` when given, else nvcc's default; `.loc` line info with `lineinfo`). The
+    file's faults (a syntax error, a
     missing `#include "local.h"`) are InputError at its lines; a missing system header or compiler is the
     environment's (EnvironmentProblem)."""
     nvcc = find_tool("nvcc")
     with tempfile.TemporaryDirectory(prefix="ptxtool-") as tmp:
         out = Path(tmp) / "out.ptx"
-        args = ["-ptx", *_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), path, "-o", str(out)]
+        options = [*_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), *(["-lineinfo"] * lineinfo)]
+        args = ["-ptx", *options, path, "-o", str(out)]
         done = run_tool(nvcc, args)
         if done.returncode == 0:
             return out.read_text()

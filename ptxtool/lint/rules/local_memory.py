@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ptxtool.analysis.statements import statements
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
-
-
-def _statements(block: ast.Block) -> Iterator[ast.Statement]:
-    """Every statement of a body, nested blocks included (never the operands: they cannot declare anything)."""
-    for s in block.statements:
-        yield s
-        if isinstance(s, ast.Block):
-            yield from _statements(s)
 
 
 def _debug(module: ast.Module) -> bool:
@@ -52,7 +45,7 @@ def local_memory(ctx: Context) -> Iterator[Hit]:
     for function in ctx.bodies():
         if not kept_local(function):
             continue
-        for node in _statements(function.body):
+        for node in statements(function.body):
             if isinstance(node, ast.Declaration) and node.has(".local"):
                 names = ", ".join(d.name for d in node.declarators)
                 yield Hit(node.line, node.column, f".local variable {names} in '{function.name}' (off-chip memory)")

@@ -1,0 +1,12 @@
+"""Declaration words the parser must know: a line of words that starts with none of these is an unknown directive,
+not the head of a declaration (`.visible .global .align 4 .b32 g;`). The ISA's legality checks read them here too."""
+
+from __future__ import annotations
+
+STATE_SPACE_WORDS = frozenset((".reg", ".sreg", ".const", ".global", ".local", ".param", ".shared", ".tex"))
+ATTRIBUTE_WORDS = (
+    STATE_SPACE_WORDS
+    | frozenset((".extern", ".visible", ".weak", ".common", ".align", ".ptr", ".attribute", ".v2", ".v4", ".v8"))
+    | frozenset((".texref", ".samplerref", ".surfref", ".pred"))
+    | frozenset(f".{kind}{bits}" for kind in "bsuf" for bits in (8, 16, 32, 64, 128))
+)
