@@ -69,10 +69,7 @@ def test_verbose_names_the_pyproject(tmp_path, monkeypatch):
 def test_a_pyproject_this_user_may_not_look_at_is_bad_input(tmp_path, monkeypatch) -> None:
     """A working directory the user cannot search (its pyproject.toml cannot even be stat'ed): exit 2 naming the
     file, not a PermissionError traceback."""
-    from pathlib import Path
-
     from ptxtool.config import find_pyproject
-    from ptxtool.errors import InputError
 
     def denied(self: Path) -> bool:
         raise PermissionError(13, "Permission denied", str(self))
