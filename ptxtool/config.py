@@ -19,8 +19,11 @@ def find_pyproject(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError as error:  # a directory this user may not look into: its settings cannot be known
+            raise InputError.at(str(candidate), f"cannot read: {error.strerror or error}") from None
     return None
 
 

@@ -40,11 +40,29 @@ def ptxtool(*args: str, env: dict | None = None, user: bool = False, **kwargs) -
     )
 
 
+def _why_no_ordinary_user() -> str | None:
+    """Why the tests cannot act as an ordinary user here (None: they can): as root they need setpriv, and `nobody`
+    must be able to run this interpreter and import ptxtool (a checkout under a 0700 directory is out of its reach)."""
+    if not IS_ROOT:
+        return None
+    if not shutil.which("setpriv"):
+        return "running as root without setpriv: cannot act as an ordinary user"
+    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c"]
+    probe = "from ptxtool.config import find_pyproject; find_pyproject()"  # imports ptxtool, reads the checkout
+    check = subprocess.run([*prefix, probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    why = check.stderr.strip().splitlines()[-1:] or [f"exit {check.returncode}"]
+    return None if check.returncode == 0 else f"the user nobody cannot use this checkout ({ROOT}): {why[0]}"
+
+
+@pytest.fixture(scope="session")
+def ordinary_user() -> None:
+    if why := _why_no_ordinary_user():
+        pytest.skip(why)
+
+
 @pytest.fixture
-def shared() -> Iterator[Path]:
+def shared(ordinary_user: None) -> Iterator[Path]:
     """A directory the unprivileged user can read and write (pytest's tmp_path is private to root)."""
-    if IS_ROOT and not shutil.which("setpriv"):
-        pytest.skip("running as root without setpriv: cannot act as an ordinary user")
     path = Path(tempfile.mkdtemp(prefix="ptxtool-env-"))
     path.chmod(0o777)
     shutil.copy(PTX, path / "k.ptx")

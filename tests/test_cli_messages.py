@@ -75,12 +75,23 @@ def _big_ptx(directory: Path) -> Path:
     return path
 
 
+def _branchy_ptx(directory: Path) -> Path:
+    """A kernel of 5000 basic blocks: its CFG (one node and edge each) fills a pipe many times over."""
+    body = "".join(f"\t@%p1 bra L{i};\n\tadd.u32 %r1, %r1, {i};\nL{i}:\n" for i in range(5000))
+    path = directory / "branchy.ptx"
+    path.write_text(
+        ".version 8.0\n.target sm_80\n.address_size 64\n\n.visible .entry branchy()\n{\n\t.reg .b32 %r<2>;\n"
+        f"\t.reg .pred %p<2>;\n\tmov.u32 %r1, 0;\n\tsetp.eq.u32 %p1, %r1, 0;\n{body}\tret;\n}}\n"
+    )
+    return path
+
+
 @pytest.mark.parametrize(
     "args",
     [
         ["fmt", "{big}"],
         ["parse", "--json", "{big}"],
-        ["cfg", "{big}"],
+        ["cfg", "{branchy}"],
         ["lint", "--no-ptxas", "--select", "PTX007", "{big}"],
         ["sass", str(ROOT / "tests" / "corpus" / "ptx" / "gemm_smem.sm86.O0.ptx")],
     ],
@@ -88,8 +99,8 @@ def _big_ptx(directory: Path) -> Path:
 )
 def test_closed_pipe_is_quiet_exit_141(args, tmp_path):
     """`ptxtool ... | head -1`: the status of a tool SIGPIPE ends (git, cat), nothing on stderr, every command."""
-    big = _big_ptx(tmp_path)
-    command = [sys.executable, "-m", "ptxtool.cli", *(a.format(big=big) for a in args)]
+    big, branchy = _big_ptx(tmp_path), _branchy_ptx(tmp_path)
+    command = [sys.executable, "-m", "ptxtool.cli", *(a.format(big=big, branchy=branchy) for a in args)]
     script = " ".join(f"'{c}'" for c in command) + ' 2>stderr.txt | head -1 >/dev/null; echo "${PIPESTATUS[0]}"'
     env = {"PATH": "/usr/bin:/bin", "PTXTOOL_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)

@@ -64,3 +64,17 @@ def test_verbose_names_the_pyproject(tmp_path, monkeypatch):
     assert {line.split(": ")[1].split()[0] for line in result.stdout.splitlines()} == {"PTX005"}
     quiet = CliRunner().invoke(main, ["lint", "--no-ptxas", PTX])
     assert "settings:" not in quiet.stderr
+
+
+def test_a_pyproject_this_user_may_not_look_at_is_bad_input(tmp_path, monkeypatch) -> None:
+    """A working directory the user cannot search (its pyproject.toml cannot even be stat'ed): exit 2 naming the
+    file, not a PermissionError traceback."""
+    from ptxtool.config import find_pyproject
+
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    with pytest.raises(InputError) as caught:
+        find_pyproject(tmp_path)
+    assert caught.value.exit_code == 2 and str(tmp_path / "pyproject.toml") in caught.value.diagnostics[0].location.path

@@ -106,11 +106,6 @@ def test_callee_reads_another_grid_dimension() -> None:
     assert _hinted(text.replace("%ctaid.y", "%ctaid.x")) == ["ld.global.nc.L1::no_allocate.f32"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="blocks overlap when the block index's stride (32 elements) is narrower than the block; telling needs "
-    "the block size (.reqntid/.maxntid), which the streaming test does not compare with the stride yet",
-)
 def test_blocks_that_overlap() -> None:
     """`a[blockIdx.x * 32 + threadIdx.x]` with 256-thread blocks: each element is read by up to 8 blocks."""
     base = (DATA / "callee_ctaid_y.ptx").read_text().replace("\tcall.uni f;\n", "")

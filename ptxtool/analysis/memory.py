@@ -589,6 +589,12 @@ def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> b
     return facts is None or any(a.mode is not Mode.WRITE for a in facts.accesses)
 
 
+def threads(function: ast.Function) -> tuple[int, ...]:
+    """The most threads per block in x, y, z that `.maxntid`/`.reqntid` allow (empty: not declared)."""
+    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
+    return tuple(int(v.text) for v in bounds[0].values) if bounds else ()
+
+
 def memory_facts(
     module: ast.Module,
     function: ast.Function,
@@ -605,9 +611,7 @@ def memory_facts(
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
     defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
-    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
-    threads = tuple(int(v.text) for v in bounds[0].values) if bounds else ()
-    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined, threads)
+    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined, threads(function))
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()

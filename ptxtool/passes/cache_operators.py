@@ -21,7 +21,15 @@ from dataclasses import dataclass, field, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
-from ptxtool.analysis.memory import BLOCK_INDICES, Affine, MemoryAccess, MemoryFacts, memory_facts, non_coherent
+from ptxtool.analysis.memory import (
+    BLOCK_INDICES,
+    Affine,
+    MemoryAccess,
+    MemoryFacts,
+    memory_facts,
+    non_coherent,
+    threads,
+)
 from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
@@ -29,6 +37,7 @@ from ptxtool.syntax.names import matches
 
 NAME = "cache-operators"
 LINE_BYTES = 128  # an L1/L2 line: a streaming warp must move at least this far per trip
+MAX_BLOCK = (1024, 1024, 64)  # the most threads a block may have in x, y, z on every target (CUDA's limits)
 WIDE_BYTES = 256  # a warp footprint this wide earns `.L2::256B`
 POLICY_REGISTER = "%ptxtool_evict_first"
 POLICY_SASS = frozenset(("ULDC", "UMOV"))  # a policy replaces the default memory descriptor's uniform load
@@ -118,7 +127,33 @@ def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
     `%ctaid.y`), and tells its values apart (`%tid.x & 31` does not); an enclosing loop the address may not move in
     would read it again too."""
     used = a.offset.distinct
-    return bool(used & BLOCK_INDICES) and k.facts.indices <= used and a.depth <= 1
+    return bool(used & BLOCK_INDICES) and k.facts.indices <= used and a.depth <= 1 and _blocks_apart(k, a)
+
+
+def _blocks_apart(k: _Kernel, a: MemoryAccess) -> bool:
+    """No two blocks reach the same element: along each block index the address's stride covers a whole block's
+    span (`%ctaid.x * %ntid.x * w` over `%tid.x * w`, or a constant stride of at least `.maxntid`/`.reqntid` times the
+    thread stride; without those, the hardware's largest block), counting the constant offsets of the pointer's other
+    accesses with the same terms
+    (`a[blockIdx.x * 32 + threadIdx.x]` with 256-thread blocks is read by up to 8 blocks)."""
+    siblings = [o.offset.const for o in k.facts.accesses if o.base == a.base and o.offset.terms == a.offset.terms]
+    reach = max(siblings, default=a.offset.const) - min(siblings, default=a.offset.const)
+    bounds = threads(k.function)
+    for symbol, coefficient in a.offset.terms.items():
+        blocks = [f for f in symbol.factors if f.startswith("%ctaid.")]
+        if not blocks:
+            continue
+        dimension = blocks[0][-1]
+        thread = abs(a.offset.coefficient(f"%tid.{dimension}"))
+        if f"%ntid.{dimension}" in symbol.factors:
+            if abs(coefficient) >= thread and not reach:
+                continue
+            return False
+        axis = "xyz".index(dimension)
+        most = bounds[axis] if axis < len(bounds) else MAX_BLOCK[axis]
+        if len(symbol.factors) != 1 or abs(coefficient) < most * thread + reach:
+            return False
+    return True
 
 
 def _grid_stride(stride: Affine) -> bool:
