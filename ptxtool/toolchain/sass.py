@@ -184,27 +184,13 @@ _TEXT_SECTION = re.compile(r"^\.text\.(\S+):")
 _COLUMNS = re.compile(r"//\s*\|(.*)\|\s*$")
 
 
-def _addressed_lines(text: str) -> dict[str, dict[int, int]]:
-    """Per function, instruction address -> PTX line, from an `nvdisasm -c -gp` listing."""
-    out: dict[str, dict[int, int]] = {}
-    current: dict[int, int] | None = None
-    line = 0
-    for raw in text.splitlines():
-        if section := _TEXT_SECTION.match(raw):
-            current, line = out.setdefault(section.group(1), {}), 0
-        elif current is None:
-            continue
-        elif at := _PTX_LINE.match(raw):
-            line = int(at.group(1))
-        elif address := _ADDRESS.match(raw):
-            current[int(address.group(1), 16)] = line
-    return out
-
-
 def live_registers(cubin: bytes) -> dict[str, list[LiveCount]]:
     """Per function, the live-register counts at each SASS instruction. nvdisasm ignores line info when it prints
     life ranges, so the PTX lines come from a second `-gp` listing, matched by address (needs a `-lineinfo` cubin)."""
-    lines = _addressed_lines(_nvdisasm(cubin, ["-c", "-gp"]))
+    lines = {
+        name: {entry.address: entry.ptx_line for entry in entries if entry.address is not None}
+        for name, entries in listing(cubin, with_ptx_lines=True).items()
+    }
     out: dict[str, list[LiveCount]] = {}
     current: list[LiveCount] | None = None
     where: dict[int, int] = {}
