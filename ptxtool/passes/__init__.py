@@ -94,14 +94,20 @@ class Pass:
 
 
 def _cache_operators(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
-    return cache_operators.cache_operators(module, settings)  # builds its own CFG and memory facts for now
+    return cache_operators.cache_operators(module, settings, lambda f: analyses.get("cfg", f))
 
 
 PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
         # changes modifiers of ld/st only: control flow and liveness stay, but the CFG holds the old instructions
-        Pass(cache_operators.NAME, _cache_operators, cache_operators.Settings, preserves=frozenset({"loops"})),
+        Pass(
+            cache_operators.NAME,
+            _cache_operators,
+            cache_operators.Settings,
+            requires=("cfg",),
+            preserves=frozenset({"loops"}),
+        ),
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

@@ -17,6 +17,7 @@ is outside the PTX memory model and says so in every report. Every added qualifi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ptxtool import isa
@@ -115,8 +116,7 @@ class _Kernel:
         return self.function.name
 
 
-def _kernel(module: ast.Module, function: ast.Function, settings: Settings) -> _Kernel:
-    cfg = build_cfg(function)
+def _kernel(module: ast.Module, function: ast.Function, settings: Settings, cfg: CFG) -> _Kernel:
     facts = memory_facts(module, function, cfg)
     return _Kernel(module, function, cfg, facts, settings.alias_free(function.name))
 
@@ -365,8 +365,10 @@ def _foreign_policy_register(body: ast.Block) -> bool:
     return declared and not created
 
 
-def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settings, report: PassReport) -> ast.Function:
-    k = _kernel(module, function, settings)
+def _rewrite_kernel(
+    module: ast.Module, function: ast.Function, settings: Settings, report: PassReport, cfg: CFG
+) -> ast.Function:
+    k = _kernel(module, function, settings, cfg)
     unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY, settings.arch)
     if settings.l2_evict_first.applies(k.name) and unmet is not None:
         needs = " or ".join(str(n) for n in unmet.needs)
@@ -398,12 +400,15 @@ def _rewrite_kernel(module: ast.Module, function: ast.Function, settings: Settin
     return replace(function, body=body)
 
 
-def cache_operators(module: ast.Module, settings: Settings | None = None) -> tuple[ast.Module, PassReport]:
-    """Add cache operators to the global loads and stores of every kernel where they are provably safe."""
+def cache_operators(
+    module: ast.Module, settings: Settings | None = None, cfg_of: Callable[[ast.Function], CFG] = build_cfg
+) -> tuple[ast.Module, PassReport]:
+    """Add cache operators to the global loads and stores of every kernel where they are provably safe; `cfg_of`
+    gives a function's CFG (the pass manager's cached one, or built here)."""
     settings = settings or Settings()
     report = PassReport(NAME, sass_may_change=POLICY_SASS)
     items = tuple(
-        _rewrite_kernel(module, item, settings, report)
+        _rewrite_kernel(module, item, settings, report, cfg_of(item))
         if isinstance(item, ast.Function) and item.is_kernel and item.body is not None
         else item
         for item in module.items
