@@ -212,3 +212,41 @@ def test_lane_mask_covering_the_declared_block_is_the_thread_index() -> None:
     text = (DATA / "loop_and31.ptx").read_text().replace("\n{\n", "\n.reqntid 32\n{\n", 1)
     assert _hinted(text) == ["ld.global.nc.L1::no_allocate.f32"]
     assert _hinted(text.replace(".reqntid 32", ".reqntid 64")) == []
+
+
+WEAK_CALLEE = """.version 8.0
+.target sm_80
+.address_size 64
+
+.weak .func helper()
+{
+	ret;
+}
+
+.visible .entry k(.param .u64 src, .param .u64 dst)
+{
+	.reg .b32 %r<4>;
+	.reg .f32 %f<2>;
+	.reg .b64 %rd<8>;
+	ld.param.u64 %rd1, [src];
+	ld.param.u64 %rd2, [dst];
+	cvta.to.global.u64 %rd3, %rd1;
+	cvta.to.global.u64 %rd4, %rd2;
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd5, %r1, 4;
+	add.s64 %rd6, %rd3, %rd5;
+	call.uni helper;
+	ld.global.f32 %f1, [%rd6];
+	add.s64 %rd7, %rd4, %rd5;
+	st.global.f32 [%rd7], %f1;
+	ret;
+}
+"""
+
+
+@BOTH
+def test_a_weak_callee_may_be_replaced_by_the_linker(settings: Settings) -> None:
+    """`.weak .func`: another module's definition may win at link time, so its body here says nothing about what
+    the call does: every effect, no `.nc`. The same callee without `.weak` is seen through (near miss)."""
+    assert _nc_added(WEAK_CALLEE, settings) == {}
+    assert _nc_added(WEAK_CALLEE.replace(".weak .func", ".func"), NOALIAS) == {"k": [23]}

@@ -522,6 +522,8 @@ def _callee(module: ast.Module, op: Op) -> tuple[str | None, ast.Function | None
     if not isinstance(callee, ast.Name) or op.keys[at] is not None:
         return None, None
     named = [f for f in module.functions if f.name == callee.text]  # a prototype, then maybe its definition
+    if any(a.word == ".weak" for f in named for a in f.attributes):
+        return callee.text, None  # the linker may put another module's definition in its place: unknown effects
     return callee.text, next((f for f in named if f.body is not None), next(iter(named), None))
 
 
