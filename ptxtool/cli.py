@@ -246,6 +246,8 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 
     lint = _service("lint")
     if explain or list_rules:
+        if files:  # `lint --explain ID k.ptx` would print the rule and lint nothing: say so instead
+            raise click.UsageError("--explain and --list-rules take no FILE: run lint FILE... on its own")
         return emit_and_exit(lint.describe(explain))
     if not files:
         raise click.UsageError("give FILE... to lint, - to read standard input (or --explain ID, --list-rules)")

@@ -139,6 +139,8 @@ def test_explain_and_list() -> None:
     listed = lint("--list-rules").stdout.splitlines()
     assert [line.split()[0] for line in listed] == [f"PTX00{n}" for n in range(1, 9)]
     assert lint().exit_code == 2
+    with_file = lint("--explain", "PTX002", data("PTX006_fires.ptx"))  # would explain and lint nothing
+    assert with_file.exit_code == 2 and "take no FILE" in with_file.stderr
 
 
 def test_json_document() -> None:
