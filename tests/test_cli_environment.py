@@ -23,11 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PTX = SAMPLES / "reduce.sm80.ptx"
 NOBODY = 65534
 IS_ROOT = os.geteuid() == 0
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]  # root acting as an ordinary user
 
 
 def ptxtool(*args: str, env: dict | None = None, user: bool = False, **kwargs) -> subprocess.CompletedProcess[str]:
     """The CLI in a fresh process; `user`: as an ordinary user (nobody, when this runs as root)."""
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"] if user and IS_ROOT else []
+    prefix = AS_NOBODY if user and IS_ROOT else []
     variables = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", **(env or {})}
     return subprocess.run(
         [*prefix, sys.executable, "-m", "ptxtool.cli", *args],
@@ -47,9 +48,9 @@ def _why_no_ordinary_user() -> str | None:
         return None
     if not shutil.which("setpriv"):
         return "running as root without setpriv: cannot act as an ordinary user"
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c"]
     probe = "from ptxtool.config import find_pyproject; find_pyproject()"  # imports ptxtool, reads the checkout
-    check = subprocess.run([*prefix, probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    command = [*AS_NOBODY, sys.executable, "-c", probe]
+    check = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     why = check.stderr.strip().splitlines()[-1:] or [f"exit {check.returncode}"]
     return None if check.returncode == 0 else f"the user nobody cannot use this checkout ({ROOT}): {why[0]}"
 
