@@ -1,0 +1,111 @@
+"""Warp-role splitting: the staged tile loop the analysis finds (on a planted kernel and nvcc's tiled SGEMM), each
+refusal cause planted into that kernel, and the split's structure (roles, barriers, ring indices) checked on the
+output, which ptxas must accept and whose SASS must hold the mbarrier (SYNCS) instructions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS
+
+from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop
+from ptxtool.syntax import ast, parse
+from ptxtool.toolchain.compile import compile_ptx
+
+DATA = Path(__file__).parent / "data" / "warp_roles"
+STAGED = (DATA / "staged.ptx").read_text()
+
+
+def _find(text: str, **kwargs) -> StagedLoop | Refusal:
+    module = parse(text)
+    return find_staged_loop(module, module.kernels[0], **kwargs)
+
+
+def _planted(old: str, new: str) -> str:
+    assert old in STAGED, old
+    return STAGED.replace(old, new, 1)
+
+
+def test_finds_the_planted_loop() -> None:
+    found = _find(STAGED)
+    assert isinstance(found, StagedLoop), found
+    ops = parse(STAGED).kernels[0]
+    assert found.kind == "ld+st" and found.threads == 128
+    assert [b.name for b in found.buffers] == ["tile"] and found.shared_bytes == 512
+    assert len(found.loads) == 1 and len(found.stores) == 1 and len(found.compute) == 2
+    assert ops.name == "staged" and found.filled < found.released
+
+
+def test_finds_nvcc_tiled_sgemm() -> None:
+    module = parse((CORPUS / "ptx" / "gemm_smem.sm90.ptx").read_text())
+    kernel = next(k for k in module.kernels if k.name == "sgemm_tiled")
+    found = find_staged_loop(module, kernel)
+    assert isinstance(found, StagedLoop), found
+    assert found.threads == 256 and found.kind == "ld+st"
+    assert sorted(b.name for b in found.buffers) == ["_ZZ11sgemm_tiledE2As", "_ZZ11sgemm_tiledE2Bs"]
+    assert len(found.loads) == len(found.stores) == 14  # the fill loop: 3 peeled trips and 4 unrolled, A and B each
+
+
+REFUSALS = {
+    "trip-count": (
+        ("setp.lt.u32 \t%p2, %r12, %r1;", "setp.lt.u32 \t%p2, %r12, %r2;"),
+        "trip count not uniform across the CTA",
+    ),
+    "exit-in-loop": (
+        (
+            "fma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;",
+            "fma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;\n\tsetp.gt.f32 %p3, %f1, 0f47000000;\n\t@%p3 ret;",
+        ),
+        "ret inside the loop",
+    ),
+    "divergent-barrier": (
+        (
+            "\tbar.sync \t0;\n\tadd.s64",
+            "\tsetp.lt.u32 %p3, %r2, 64;\n\t@%p3 bra $L__skip;\n\tbar.sync \t0;\n$L__skip:\n\tadd.s64",
+        ),
+        "barrier under divergent control",
+    ),
+    "loaded-address": (
+        (
+            "ld.global.nc.f32 \t%f2, [%rd5];",
+            "ld.global.nc.u32 \t%r13, [%rd5];\n\tmul.wide.u32 %rd9, %r13, 4;\n\tadd.s64 %rd9, %rd3, %rd9;\n"
+            "\tld.global.nc.f32 \t%f2, [%rd9];",
+        ),
+        "staging address depends on a value loaded at line",
+    ),
+    "shared-too-large": (("tile[512]", "tile[120000]"), "shared memory does not fit 2 stages: 240032 bytes > 232448"),
+    "written-source": (
+        ("st.global.f32 \t[%rd8], %f1;", "st.global.f32 \t[%rd8], %f1;\n\tst.global.f32 \t[%rd3], %f1;"),
+        "reads global memory the kernel may write",
+    ),
+    "block-size": ((".reqntid 128, 1, 1", ".reqntid 128, 2, 1"), "not declared one-dimensional"),
+    "named-barrier": (("\tbar.sync \t0;\n\tld.shared", "\tbar.sync \t1, 128;\n\tld.shared"), "not a plain CTA barrier"),
+}
+
+
+@pytest.mark.parametrize("cause", sorted(REFUSALS))
+def test_refusal(cause: str) -> None:
+    (old, new), reason = REFUSALS[cause]
+    text = _planted(old, new)
+    found = _find(text)
+    assert isinstance(found, Refusal), f"{cause}: not refused"
+    assert reason in found.reason, found
+    assert found.line > 0 and "\n" not in str(found)
+
+
+def test_refusal_registers_from_ptxas() -> None:
+    """sgemm_tiled takes 80 registers per thread (ptxas): 1,024 threads would need 81,920 of the 65,536."""
+    text = (CORPUS / "ptx" / "gemm_smem.sm90.ptx").read_text()
+    registers = compile_ptx(text, "gemm_smem.sm90.ptx", "sm_90").functions["sgemm_tiled"].registers
+    module = parse(text)
+    kernel = next(k for k in module.kernels if k.name == "sgemm_tiled")
+    assert isinstance(find_staged_loop(module, kernel, extra_threads=256, registers=registers), StagedLoop)
+    found = find_staged_loop(module, kernel, extra_threads=768, registers=registers)
+    assert isinstance(found, Refusal) and "registers do not fit" in found.reason, found
+
+
+def test_no_staged_loop_is_a_refusal() -> None:
+    found = _find(STAGED.replace("\tbar.sync \t0;\n", "", 2))
+    assert isinstance(found, Refusal) and "no loop waits at a CTA barrier twice" in found.reason
+    assert isinstance(ast.Module, type)
