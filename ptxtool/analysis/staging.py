@@ -308,6 +308,19 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
             return Refusal(name, op.line, "the staging part writes memory other than shared")
         if where == "tail" and isa.memory_accesses(i):
             return Refusal(name, op.line, "the loop's tail touches memory")
+        for key in op.uses:  # each role drops the other's part: no value may cross between them
+            sources = {part(d) for d in f.du.defs_of.get((op.index, key), ()) if d >= 0}
+            if where != "compute" and "compute" in sources:
+                return Refusal(name, op.line, f"the {where} part uses {key}, which the compute part computes")
+            if where != "staging" and "staging" in sources:
+                return Refusal(name, op.line, f"the {where} part uses {key}, which the staging part computes")
+    for op in ops[tail.stop :]:
+        for key in op.uses:
+            if any(d in staging for d in f.du.defs_of.get((op.index, key), ())):
+                return Refusal(name, op.line, f"code after the loop uses {key}, which the staging part computes")
+    for op in (*ops[: staging.start], *ops[tail.stop :]):
+        if any(s.startswith("shared") for _, _, s in isa.memory_accesses(op.instruction)):
+            return Refusal(name, op.line, "shared memory is used outside the loop (the ring moves its contents)")
     return None
 
 
