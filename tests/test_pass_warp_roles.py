@@ -10,7 +10,7 @@ import pytest
 from conftest import CORPUS
 
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop
-from ptxtool.syntax import ast, parse
+from ptxtool.syntax import ast, format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
 DATA = Path(__file__).parent / "data" / "warp_roles"
@@ -108,4 +108,86 @@ def test_refusal_registers_from_ptxas() -> None:
 def test_no_staged_loop_is_a_refusal() -> None:
     found = _find(STAGED.replace("\tbar.sync \t0;\n", "", 2))
     assert isinstance(found, Refusal) and "no loop waits at a CTA barrier twice" in found.reason
-    assert isinstance(ast.Module, type)
+
+
+# ---------------------------------------------------------------- the split's structure, ptxas and the SASS
+
+
+def _split(text: str, **settings) -> tuple[ast.Module, object]:
+    from ptxtool.passes.warp_roles import Settings, warp_roles
+
+    return warp_roles(parse(text), Settings(**settings))
+
+
+def _instructions(function: ast.Function) -> list[ast.Instruction]:
+    return list(ast.instructions(function.body))
+
+
+def _mnemonics(function: ast.Function) -> list[str]:
+    return [i.mnemonic for i in _instructions(function)]
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_split_structure(stages: int) -> None:
+    """Roles: consumers below %tid.x 128, producers replay with %tid.x - 128; ring indices k mod S and parity
+    (k / S) & 1; each role waits on the other's barrier with the right parity; block grown and reported."""
+    out, report = _split(STAGED, stages=stages)
+    kernel = out.kernels[0]
+    assert [d.word for d in kernel.directives] == [".reqntid"]
+    assert [v.text for v in kernel.directives[0].values] == ["256", "1", "1"]
+    (rewrite,) = report.rewrites
+    assert rewrite.after.startswith("256 threads") and "4 producer warps" in rewrite.reasons[0]
+    text = format_module(out)
+    assert f"__wr_ring[{stages * 512}]" in text and f"__wr_full[{stages}]" in text
+    assert text.count("mbarrier.init.shared::cta.b64") == 2 * stages
+    assert f"rem.u32 %wr_slot, %wr_k, {stages};" in text and f"div.u32 %wr_ph, %wr_k, {stages};" in text
+    consumer, _, producer = text.partition("$__wr_producer:")
+    # consumers: no global load of the tile any more, a wait on full with parity ph, an arrive on empty
+    assert "ld.global.nc.f32" not in consumer and "st.shared" not in consumer
+    assert "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_ph;" in consumer
+    assert "mov.u32 %wr_bar, __wr_full;" in consumer and "[%wr_ebar]" in consumer
+    assert consumer.count("bar.sync 0;") == 1  # only the one before the roles part, where every thread meets
+    # producers: the staging with %tid.x replaced, the opposite parity on empty, an arrive on full, no compute
+    assert "sub.u32 %wr_vtid, %wr_tid, 128;" in producer and "%tid.x" not in producer
+    assert "xor.b32 %wr_eph, %wr_ph, 1;" in producer and "[%wr_bar], %wr_eph;" in producer
+    assert "ld.global.nc.f32" in producer and "ld.shared" not in producer and "st.global" not in producer
+    assert "fma.rn.f32" not in producer and "bar.sync" not in producer
+    # the stores and loads of the tile move by the slot's offset
+    assert "add.u32 %wr_a, %wr_a, %wr_off;\n\tst.shared.f32 [%wr_a]" in producer
+    assert "add.u32 %wr_a, %wr_a, %wr_off;\n\tld.shared.f32 %f3, [%wr_a]" in consumer
+
+
+def test_split_named_barriers_for_consumers() -> None:
+    """A CTA barrier outside the loop becomes `bar.sync 1, 128` (consumers only); producers drop it."""
+    extra = STAGED.replace("\tcvta.to.global.u64 \t%rd6, %rd2;", "\tbar.sync \t0;\n\tcvta.to.global.u64 \t%rd6, %rd2;")
+    out, report = _split(extra)
+    text = format_module(out)
+    consumer, _, producer = text.partition("$__wr_producer:")
+    assert "bar.sync 1, 128;" in consumer and "bar.sync" not in producer
+    assert report.rewrites
+
+
+def test_split_is_refused_with_reasons() -> None:
+    out, report = _split(STAGED, variant="pipeline")
+    assert not report.rewrites and "not implemented" in report.skipped[0].reason
+    assert format_module(out) == format_module(parse(STAGED))
+    _, report = _split(STAGED, producer_warps=1)
+    assert "producer warps must be 4" in report.skipped[0].reason
+    _, report = _split(STAGED.replace(".target sm_90", ".target sm_80"))
+    assert "sm_90" in report.skipped[0].reason
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("source", ["staged", "sgemm"])
+def test_split_assembles_and_shows_mbarriers(source: str, stages: int, tmp_path: Path) -> None:
+    """ptxas accepts the split, its block is the grown one, and the SASS holds the ring's SYNCS instructions."""
+    from ptxtool.toolchain.sass import disassemble
+
+    text = STAGED if source == "staged" else (CORPUS / "ptx" / "gemm_smem.sm90.ptx").read_text()
+    out, report = _split(text, stages=stages)
+    assert report.rewrites
+    compiled = compile_ptx(format_module(out), f"{source}.ptx", "sm_90")
+    kernel = report.rewrites[0].kernel
+    assert compiled.functions[kernel].spill_bytes == 0
+    opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])
+    assert "SYNCS.PHASECHK" in opcodes and "SYNCS.ARRIVE" in opcodes

@@ -50,24 +50,15 @@ class Settings:
     registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
 
 
-@dataclass(frozen=True, slots=True)
-class Split:
-    """What the split made of one kernel: the block before and after, the ring, and the kernel's new text."""
-
-    kernel: str
-    consumers: int
-    producers: int
-    stages: int
-    stage_bytes: int
-
-
 def _statements(body: str, target: str = "sm_90") -> tuple[ast.Statement, ...]:
     """PTX statements from text (the pass writes its additions as PTX, not as node constructors)."""
     module = parse(f".version 8.0\n.target {target}\n.address_size 64\n.entry _wr() {{\n{body}\n}}\n")
     return module.functions[0].body.statements
 
 
-def _map(block: ast.Block, edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]], labels: dict) -> ast.Block:
+def _map(
+    block: ast.Block, edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]], labels: dict
+) -> ast.Block:
     """Rebuild a body: each instruction (numbered as the Linear form numbers ops) replaced by `edit`'s statements,
     each label renamed through `labels`."""
     counter = [0]
@@ -129,8 +120,7 @@ def _relocated(i: ast.Instruction, wide: Callable[[str], bool], count: list[int]
             out += _statements(f"cvt.u64.u32 %wr_wide, %wr_off;\nadd.u64 %wr_ad, {base}, %wr_wide;")
             operands[n] = replace(operand, base=ast.Name("%wr_ad"))
         else:
-            source = base if base.startswith("%") else base  # a symbol: its address as a number
-            out += _statements(f"mov.u32 %wr_a, {source};\nadd.u32 %wr_a, %wr_a, %wr_off;")
+            out += _statements(f"mov.u32 %wr_a, {base};\nadd.u32 %wr_a, %wr_a, %wr_off;")  # a register or symbol
             operands[n] = replace(operand, base=ast.Name("%wr_a"))
     return (*out, replace(i, operands=tuple(operands)))
 
@@ -156,17 +146,13 @@ def _slot(stages: int, stage_bytes: int, which: str) -> str:
 
 def _wait(label: str, parity: str, arch: Target) -> str:
     test = "try_wait" if arch.number >= 90 else "test_wait"
-    return (
-        f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n"
-        f"@!%wr_done bra {label};"
-    )
+    return f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n@!%wr_done bra {label};"
 
 
 def _split(
     module: ast.Module, function: ast.Function, found: StagedLoop, settings: Settings, arch: Target
 ) -> ast.Function:
     cfg = build_cfg(function)
-    ops = cfg.linear.ops
     n, stages = found.threads, settings.stages
     offsets, stage_bytes = _ring_layout(found)
     ring_names: dict[str, ast.Operand] = {
@@ -187,7 +173,9 @@ def _split(
             return ()
         if index == found.filled:
             empty = f"mov.u32 %wr_ebar, {EMPTY};\nmad.lo.u32 %wr_ebar, %wr_slot, 8, %wr_ebar;"
-            return _statements(f"{_slot(stages, stage_bytes, FULL)}\n{empty}\n{_wait('$__wr_full_wait', '%wr_ph', arch)}")
+            return _statements(
+                f"{_slot(stages, stage_bytes, FULL)}\n{empty}\n{_wait('$__wr_full_wait', '%wr_ph', arch)}"
+            )
         if index in found.compute and reading_shared(i):
             return _relocated(i, wide_regs.__contains__, relocations)
         if index == found.released:
@@ -196,7 +184,11 @@ def _split(
             return _statements(f"bar.sync {CONSUMER_BARRIER}, {n};")
         return (i,)
 
-    producer_names = {**ring_names, "%tid.x": ast.Name("%wr_vtid"), **{k: ast.Name(v) for k, v in producer_labels.items()}}
+    producer_names = {
+        **ring_names,
+        "%tid.x": ast.Name("%wr_vtid"),
+        **{k: ast.Name(v) for k, v in producer_labels.items()},
+    }
 
     def producer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         i = _renamed(i, producer_names)
@@ -283,9 +275,7 @@ def warp_roles(module: ast.Module, settings: Settings | None = None) -> tuple[as
             found = Refusal(item.name, item.line, why)
         else:
             shape = _threads(item)
-            found = find_staged_loop(
-                module, item, stages=settings.stages, extra_threads=shape, registers=registers
-            )
+            found = find_staged_loop(module, item, stages=settings.stages, extra_threads=shape, registers=registers)
         if isinstance(found, StagedLoop) and found.kind != "ld+st":
             found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
         if isinstance(found, StagedLoop) and settings.producer_warps not in (None, found.threads // 32):
