@@ -79,6 +79,21 @@ REFUSALS = {
         ("st.global.f32 \t[%rd8], %f1;", "st.global.f32 \t[%rd8], %f1;\n\tst.global.f32 \t[%rd3], %f1;"),
         "reads global memory the kernel may write",
     ),
+    "generic-shared": (
+        (
+            "ld.shared.f32 \t%f3, [%r11];",
+            "cvt.u64.u32 %rd9, %r11;\n\tcvta.shared.u64 %rd9, %rd9;\n\tld.f32 \t%f3, [%rd9];",
+        ),
+        "a generic pointer into shared memory",
+    ),
+    "value-crosses-roles": (
+        ("fma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;", "fma.rn.f32 \t%f1, %f3, %f2, %f1;"),
+        "the compute part uses %f2, which the staging part computes",
+    ),
+    "shared-after-loop": (
+        ("st.global.f32 \t[%rd8], %f1;", "st.global.f32 \t[%rd8], %f1;\n\tst.shared.f32 \t[%r8], %f1;"),
+        "shared memory is used outside the loop",
+    ),
     "block-size": ((".reqntid 128, 1, 1", ".reqntid 128, 2, 1"), "not declared one-dimensional"),
     "named-barrier": (("\tbar.sync \t0;\n\tld.shared", "\tbar.sync \t1, 128;\n\tld.shared"), "not a plain CTA barrier"),
 }
@@ -153,8 +168,8 @@ def test_split_structure(stages: int) -> None:
     assert "ld.global.nc.f32" in producer and "ld.shared" not in producer and "st.global" not in producer
     assert "fma.rn.f32" not in producer and "bar.sync" not in producer
     # the stores and loads of the tile move by the slot's offset
-    assert "add.u32 %wr_a, %wr_a, %wr_off;\n\tst.shared.f32 [%wr_a]" in producer
-    assert "add.u32 %wr_a, %wr_a, %wr_off;\n\tld.shared.f32 %f3, [%wr_a]" in consumer
+    assert "add.u32 %wr_a0, %wr_a0, %wr_off;\n\tst.shared.f32 [%wr_a0]" in producer
+    assert "add.u32 %wr_a1, %wr_a1, %wr_off;\n\tld.shared.f32 %f3, [%wr_a1]" in consumer
 
 
 def test_split_named_barriers_for_consumers() -> None:

@@ -210,6 +210,8 @@ def find_staged_loop(
         if isa.find(op.instruction) is None:
             return refuse(op.line, f"{op.instruction.mnemonic} is an instruction the ISA tables do not know")
         i = op.instruction
+        if i.opcode == "cvta" and "to" not in i.modifiers and any(m.startswith("shared") for m in i.modifiers):
+            return refuse(op.line, "a generic pointer into shared memory (cvta): the ring could not move its accesses")
         if _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
             return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
     loop = candidates[0]

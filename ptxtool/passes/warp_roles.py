@@ -105,23 +105,22 @@ def _renamed(i: ast.Instruction, names: dict[str, ast.Operand]) -> ast.Instructi
     return replace(i, operands=tuple(_rename(x, names) for x in i.operands))
 
 
-def _relocated(i: ast.Instruction, wide: Callable[[str], bool], count: list[int]) -> tuple[ast.Statement, ...]:
-    """A shared access moved into the current ring slot: its address plus the slot's offset (%wr_off)."""
+def _relocated(i: ast.Instruction, wide: Callable[[str], bool]) -> tuple[ast.Statement, ...]:
+    """A shared access moved into the current ring slot: each shared address plus the slot's offset (%wr_off),
+    through a scratch register of its own per operand."""
     out: list[ast.Statement] = []
     operands = list(i.operands)
+    shared = [a for a, _, s in isa.memory_accesses(i) if s.startswith("shared")]
     for n, operand in enumerate(operands):
-        if not isinstance(operand, ast.Address) or not any(
-            a is operand and s.startswith("shared") for a, _, s in isa.memory_accesses(i)
-        ):
+        if not isinstance(operand, ast.Address) or not any(a is operand for a in shared):
             continue
-        count[0] += 1
         base = operand.base.text
         if wide(base):
-            out += _statements(f"cvt.u64.u32 %wr_wide, %wr_off;\nadd.u64 %wr_ad, {base}, %wr_wide;")
-            operands[n] = replace(operand, base=ast.Name("%wr_ad"))
-        else:
-            out += _statements(f"mov.u32 %wr_a, {base};\nadd.u32 %wr_a, %wr_a, %wr_off;")  # a register or symbol
-            operands[n] = replace(operand, base=ast.Name("%wr_a"))
+            out += _statements(f"cvt.u64.u32 %wr_wide, %wr_off;\nadd.u64 %wr_ad{n}, {base}, %wr_wide;")
+            operands[n] = replace(operand, base=ast.Name(f"%wr_ad{n}"))
+        else:  # a 32-bit register or the ring's symbol
+            out += _statements(f"mov.u32 %wr_a{n}, {base};\nadd.u32 %wr_a{n}, %wr_a{n}, %wr_off;")
+            operands[n] = replace(operand, base=ast.Name(f"%wr_a{n}"))
     return (*out, replace(i, operands=tuple(operands)))
 
 
@@ -162,7 +161,6 @@ def _split(
     lo, hi = found.staging.start, found.tail.stop
     labels = {k.split("#")[0] for k in cfg.linear.labels}
     producer_labels = {name: f"$__wr_p{name.lstrip('$')}" for name in labels}
-    relocations = [0]
 
     def reading_shared(i: ast.Instruction) -> bool:
         return any(s.startswith("shared") and m is not Mode.WRITE for _, m, s in isa.memory_accesses(i))
@@ -177,7 +175,7 @@ def _split(
                 f"{_slot(stages, stage_bytes, FULL)}\n{empty}\n{_wait('$__wr_full_wait', '%wr_ph', arch)}"
             )
         if index in found.compute and reading_shared(i):
-            return _relocated(i, wide_regs.__contains__, relocations)
+            return _relocated(i, wide_regs.__contains__)
         if index == found.released:
             return _statements("mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_ebar];\nadd.u32 %wr_k, %wr_k, 1;")
         if full_barrier(i):
@@ -201,7 +199,7 @@ def _split(
         else:
             head = ()
         if index in found.staging and any(s.startswith("shared") for _, m, s in isa.memory_accesses(i)):
-            return (*head, *_relocated(i, wide_regs.__contains__, [0]))
+            return (*head, *_relocated(i, wide_regs.__contains__))
         if index == found.filled:
             return _statements(
                 f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\n"
@@ -221,8 +219,8 @@ def _split(
     declarations = "\n".join(
         (
             ".reg .pred %wr_p, %wr_done;",
-            ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a;",
-            ".reg .b64 %wr_state, %wr_wide, %wr_ad;",
+            ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a<8>;",
+            ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",
