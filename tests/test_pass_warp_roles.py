@@ -129,9 +129,9 @@ def test_no_staged_loop_is_a_refusal() -> None:
 
 
 def _split(text: str, **settings) -> tuple[ast.Module, object]:
-    from ptxtool.passes.warp_roles import Settings, warp_roles
+    from ptxtool.passes.warp_roles import RoleSettings, warp_roles
 
-    return warp_roles(parse(text), Settings(**settings))
+    return warp_roles(parse(text), RoleSettings(**settings))
 
 
 def _instructions(function: ast.Function) -> list[ast.Instruction]:
@@ -206,3 +206,25 @@ def test_split_assembles_and_shows_mbarriers(source: str, stages: int, tmp_path:
     assert compiled.functions[kernel].spill_bytes == 0
     opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])
     assert "SYNCS.PHASECHK" in opcodes and "SYNCS.ARRIVE" in opcodes
+
+
+def test_optimize_cli_runs_the_split_alone(tmp_path: Path) -> None:
+    """`optimize --passes warp-roles --stages 3 -o OUT` writes the verified split and says what it checked;
+    mixing it with another pass is a usage error (exit 2); the pipeline variant is refused and writes the input."""
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    source, out = tmp_path / "staged.ptx", tmp_path / "out.ptx"
+    source.write_text(STAGED)
+    run = CliRunner().invoke(main, ["optimize", "--passes", "warp-roles", "--stages", "3", str(source), "-o", str(out)])
+    assert run.exit_code == 0, run.output
+    assert "SASS of 1 split kernel(s) shows the mbarrier ring" in run.output
+    assert ".reqntid 256, 1, 1" in out.read_text() and "__wr_ring[1536]" in out.read_text()
+    mixed = CliRunner().invoke(main, ["optimize", "--passes", "warp-roles,cache-operators", str(source)])
+    assert mixed.exit_code == 2 and "runs alone" in mixed.output
+    refused = CliRunner().invoke(
+        main, ["optimize", "--passes", "warp-roles", "--variant", "pipeline", "-v", str(source), "-o", str(out)]
+    )
+    assert refused.exit_code == 0 and "pipeline variant is not implemented" in refused.output
+    assert out.read_text() == STAGED

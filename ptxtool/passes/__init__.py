@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptxtool.passes import cache_operators
+from ptxtool.passes import cache_operators, warp_roles
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -108,6 +108,8 @@ PASSES: dict[str, Pass] = {
             requires=("cfg",),
             preserves=frozenset({"loops"}),
         ),
+        # restructures whole kernels; the optimize service verifies its output as a whole (never by default)
+        Pass(warp_roles.NAME, lambda m, s, a: warp_roles.warp_roles(m, s), warp_roles.RoleSettings),
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

@@ -37,11 +37,11 @@ NAME = "warp-roles"
 VARIANTS = ("split", "pipeline")
 RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
-SASS_ROLES = "SYNCS"  # what nvdisasm shows of the ring's mbarrier waits and arrivals (SYNCS.ARRIVE, SYNCS.PHASECHK)
+SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
 
 
 @dataclass(frozen=True)
-class Settings:
+class RoleSettings:
     """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S."""
 
     variant: str = "split"
@@ -149,7 +149,7 @@ def _wait(label: str, parity: str, arch: Target) -> str:
 
 
 def _split(
-    module: ast.Module, function: ast.Function, found: StagedLoop, settings: Settings, arch: Target
+    module: ast.Module, function: ast.Function, found: StagedLoop, settings: RoleSettings, arch: Target
 ) -> ast.Function:
     cfg = build_cfg(function)
     n, stages = found.threads, settings.stages
@@ -257,9 +257,9 @@ def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
     return d.has(".shared") and all(x.name in offsets for x in d.declarators)
 
 
-def warp_roles(module: ast.Module, settings: Settings | None = None) -> tuple[ast.Module, PassReport]:
+def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tuple[ast.Module, PassReport]:
     """Split every kernel with a staged tile loop into producer and consumer warps; refuse the others, saying why."""
-    settings = settings or Settings()
+    settings = settings or RoleSettings()
     report = PassReport(NAME)
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     new_items = list(module.items)
@@ -310,7 +310,7 @@ def _threads(function: ast.Function) -> int:
     return int(bounds[0].values[0].text) if bounds else 0
 
 
-def _unsupported(module: ast.Module, settings: Settings, arch: Target | None) -> str | None:
+def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
     """Why the settings or the file rule the pass out for every kernel."""
     if settings.variant not in VARIANTS:
         return f"unknown variant {settings.variant!r} (split or pipeline)"

@@ -281,6 +281,8 @@ def _optimize_summary(result) -> str:
     if not kept:
         return head + " · input unchanged"
     c = result.checks
+    if c.roles:  # warp-roles: verified as a whole, not per instruction
+        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
     parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
     if c.removed:
         parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")
