@@ -94,6 +94,15 @@ REFUSALS = {
         ("st.global.f32 \t[%rd8], %f1;", "st.global.f32 \t[%rd8], %f1;\n\tst.shared.f32 \t[%r8], %f1;"),
         "shared memory is used outside the loop",
     ),
+    "aliasing-load": (
+        (
+            "ld.global.nc.f32 \t%f2, [%rd5];\n\tst.shared.f32 \t[%r8], %f2;\n\tbar.sync \t0;\n"
+            "\tld.shared.f32 \t%f3, [%r11];",
+            "ld.global.f32 \t%f2, [%rd5];\n\tst.shared.f32 \t[%r8], %f2;\n\tbar.sync \t0;\n"
+            "\tld.shared.f32 \t%f3, [%r11];\n\tst.global.f32 \t[%rd2], %f3;",
+        ),
+        "staged load is not .nc and the kernel writes global memory at line",
+    ),
     "block-size": ((".reqntid 128, 1, 1", ".reqntid 128, 2, 1"), "not declared one-dimensional"),
     "named-barrier": (("\tbar.sync \t0;\n\tld.shared", "\tbar.sync \t1, 128;\n\tld.shared"), "not a plain CTA barrier"),
 }

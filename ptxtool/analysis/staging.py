@@ -258,7 +258,7 @@ def find_staged_loop(
         return refuse(ops[filled].line, "the part between the barriers reads no shared memory")
     kind = "bulk" if any(isa.family(ops[o].instruction).startswith("cp.async.bulk") for o in stores) else None
     kind = kind or ("cp.async" if any(isa.family(ops[o].instruction) == "cp.async" for o in stores) else "ld+st")
-    if (why := _producer_inputs(f, module, function, staging, lo)) is not None:
+    if (why := _producer_inputs(f, module, function, staging, hi)) is not None:
         return why
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
@@ -326,13 +326,19 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
     return None
 
 
-def _producer_inputs(f: _Finder, module: ast.Module, function: ast.Function, staging: range, lo: int) -> Refusal | None:
+def _producer_inputs(
+    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int
+) -> Refusal | None:
     """What producers recompute (everything before the loop, the staging part, the tail) must read only memory
     no thread of the kernel writes, so they see the bytes the consumers would have; staging addresses must come
     from no loaded value at all (kernel parameters aside)."""
     ops, name = f.ops, function.name
     facts = memory_facts(module, function, f.cfg)
     changing = {a.op for a in facts.accesses if a.param not in facts.read_only_params}
+    # a global write before or in the loop may reach a staged load through an aliasing pointer: producers run ahead
+    # of it; only `.nc` loads (memory read-only while the kernel runs, by the PTX ISA) are safe from that
+    writes = [a.op for a in facts.accesses if a.mode is not Mode.READ]
+    early = sorted(o for o in (*writes, *facts.unknown_writes) if o < end)
     spaces = variable_spaces(module, function)
     for at in range(staging.stop):
         i = ops[at].instruction
@@ -343,6 +349,11 @@ def _producer_inputs(f: _Finder, module: ast.Module, function: ast.Function, sta
             return Refusal(name, ops[at].line, f"the {where} reads global memory the kernel may write")
         if at not in staging or not (_writes_shared(i) or _reads(i, "global")):
             continue
+        if _reads(i, "global") and "nc" not in i.modifiers and early:
+            line = ops[early[0]].line
+            return Refusal(
+                name, ops[at].line, f"staged load is not .nc and the kernel writes global memory at line {line}"
+            )
         for operand, _, _ in isa.memory_accesses(i):
             for n in isa.operand_names(operand):
                 key = next((k for k in ops[at].uses if f.cfg.linear.registers[k].name == n.text), None)
