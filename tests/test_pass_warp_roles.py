@@ -237,3 +237,17 @@ def test_optimize_cli_runs_the_split_alone(tmp_path: Path) -> None:
     )
     assert refused.exit_code == 0 and "pipeline variant is not implemented" in refused.output
     assert out.read_text() == STAGED
+
+
+def test_consumers_keep_the_headers_arithmetic() -> None:
+    """A tile index computed at the top of the staging part and read by the compute part (nvcc's stencil does
+    this) stays in the consumers' code; the staging loads and stores do not."""
+    text = _planted("$L__loop:\n", "$L__loop:\n\tadd.s32 \t%r13, %r12, 7;\n")
+    text = text.replace(
+        "fma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;", "cvt.rn.f32.s32 %f4, %r13;\n\tadd.f32 %f1, %f3, %f4;"
+    )
+    found = _find(text)
+    assert isinstance(found, StagedLoop) and len(found.kept) == 1, found
+    consumer, _, producer = format_module(_split(text)[0]).partition("$__wr_producer:")
+    assert "add.s32 %r13, %r12, 7;" in consumer and "add.s32 %r13, %r12, 7;" in producer
+    assert "ld.global.nc.f32" not in consumer

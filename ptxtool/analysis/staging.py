@@ -59,6 +59,7 @@ class StagedLoop:
     loads: tuple[int, ...]
     stores: tuple[int, ...]
     buffers: tuple[SharedBuffer, ...]
+    kept: frozenset[int] = frozenset()  # staging ops consumers keep (kept_by_consumers)
 
     @property
     def shared_bytes(self) -> int:
@@ -263,7 +264,10 @@ def find_staged_loop(
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
-    result = StagedLoop(name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers)
+    kept = kept_by_consumers(f, staging)
+    result = StagedLoop(
+        name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
+    )
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     limit = shared_limit(arch) if arch else None
     ring = stages * result.shared_bytes + 16 * stages
@@ -283,10 +287,37 @@ def find_staged_loop(
     return result
 
 
+_IMPURE = Effect.BRANCH | Effect.BARRIER | Effect.ATOMIC | Effect.FENCE | Effect.ASYNC | Effect.CALL | Effect.RESOURCE
+_IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
+
+
+def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
+    """Staging ops the consumers keep: the register arithmetic of the loop header's first block (run on every
+    trip, before staging branches), computed from nothing the staging part loads (a tile's base index, say)."""
+    cfg, ops = f.cfg, f.ops
+    first = cfg.blocks[cfg.block_of[staging.start]]
+    kept = {
+        o.index
+        for o in ops[staging.start : min(first.end, staging.stop)]
+        if not isa.memory_accesses(o.instruction) and not isa.effects(o.instruction) & _IMPURE
+    }
+    changed = True
+    while changed:  # an input computed by a dropped staging op makes the op useless to keep
+        changed = False
+        for at in sorted(kept):
+            defs = [d for k in ops[at].uses for d in f.du.defs_of.get((at, k), ()) if d in staging]
+            if any(d not in kept for d in defs):
+                kept.discard(at)
+                changed = True
+    return frozenset(kept)
+
+
 def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
     """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
-    header only from the tail; compute writes no shared memory; staging and tail wait at nothing."""
+    header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
+    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names)."""
     ops, cfg, name = f.ops, f.cfg, f.function.name
+    kept = kept_by_consumers(f, staging)
 
     def part(index: int) -> str:
         return "staging" if index in staging else "compute" if index in compute else "tail" if index in tail else ""
@@ -314,11 +345,12 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
             sources = {part(d) for d in f.du.defs_of.get((op.index, key), ()) if d >= 0}
             if where != "compute" and "compute" in sources:
                 return Refusal(name, op.line, f"the {where} part uses {key}, which the compute part computes")
-            if where != "staging" and "staging" in sources:
+            dropped = any(d in staging and d not in kept for d in f.du.defs_of.get((op.index, key), ()))
+            if where != "staging" and dropped:
                 return Refusal(name, op.line, f"the {where} part uses {key}, which the staging part computes")
     for op in ops[tail.stop :]:
         for key in op.uses:
-            if any(d in staging for d in f.du.defs_of.get((op.index, key), ())):
+            if any(d in staging and d not in kept for d in f.du.defs_of.get((op.index, key), ())):
                 return Refusal(name, op.line, f"code after the loop uses {key}, which the staging part computes")
     for op in (*ops[: staging.start], *ops[tail.stop :]):
         if any(s.startswith("shared") for _, _, s in isa.memory_accesses(op.instruction)):

@@ -168,7 +168,7 @@ def _split(
     def consumer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         i = _renamed(i, ring_names)
         if index in found.staging:
-            return ()
+            return (i,) if index in found.kept else ()
         if index == found.filled:
             empty = f"mov.u32 %wr_ebar, {EMPTY};\nmad.lo.u32 %wr_ebar, %wr_slot, 8, %wr_ebar;"
             return _statements(
