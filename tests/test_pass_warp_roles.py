@@ -74,7 +74,7 @@ REFUSALS = {
         ),
         "staging address depends on a value loaded at line",
     ),
-    "shared-too-large": (("tile[512]", "tile[120000]"), "shared memory does not fit 2 stages: 240032 bytes > 232448"),
+    "shared-too-large": (("tile[512]", "tile[24576]"), "shared memory does not fit 2 stages: 49184 bytes > 49152"),
     "written-source": (
         ("st.global.f32 \t[%rd8], %f1;", "st.global.f32 \t[%rd8], %f1;\n\tst.global.f32 \t[%rd3], %f1;"),
         "reads global memory the kernel may write",

@@ -5,7 +5,7 @@
 #define D 32
 #define KT 64
 #define PRODUCERS 1
-#define S 3
+#define S 2
 
 extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCERS)
     attention_ws(const float* __restrict__ Q, const float* __restrict__ Kg, const float* __restrict__ Vg,

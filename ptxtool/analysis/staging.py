@@ -23,7 +23,7 @@ from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
 from ptxtool.isa import Effect, Mode
 from ptxtool.isa.caching import type_bits
-from ptxtool.isa.targets import Target, shared_limit
+from ptxtool.isa.targets import STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
 MAX_THREADS = 1024  # threads per block on every target
@@ -269,12 +269,13 @@ def find_staged_loop(
         name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
     )
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
-    limit = shared_limit(arch) if arch else None
+    target_limit = shared_limit(arch) if arch else None
+    limit = min(target_limit or STATIC_SHARED_PER_BLOCK, STATIC_SHARED_PER_BLOCK)  # the ring is static shared
     ring = stages * result.shared_bytes + 16 * stages
-    if limit is not None and ring > limit:
+    if ring > limit:
         return refuse(
             function.line,
-            f"shared memory does not fit {stages} stages: {ring} bytes > {limit} bytes per block on {arch}",
+            f"shared memory does not fit {stages} stages: {ring} bytes > {limit} bytes of .shared variables per block",
         )
     total = n_threads + extra_threads
     if total > MAX_THREADS:

@@ -111,6 +111,11 @@ SHARED_PER_BLOCK: dict[int, int] = {
 }
 
 
+# ptxas's limit on the `.shared` variables of one kernel (static shared memory) on every target: more must be
+# dynamic shared memory (`.extern .shared`, opted in at launch).
+STATIC_SHARED_PER_BLOCK = 48 * 1024
+
+
 def shared_limit(target: Target) -> int | None:
     """The shared memory one block of this target may use, or None for a target the table does not know."""
     return SHARED_PER_BLOCK.get(target.number)
