@@ -84,7 +84,7 @@ REFUSALS = {
             "ld.shared.f32 \t%f3, [%r11];",
             "cvt.u64.u32 %rd9, %r11;\n\tcvta.shared.u64 %rd9, %rd9;\n\tld.f32 \t%f3, [%rd9];",
         ),
-        "a generic pointer into shared memory",
+        "a generic pointer into shared memory (cvta)",
     ),
     "value-crosses-roles": (
         ("fma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;", "fma.rn.f32 \t%f1, %f3, %f2, %f1;"),
@@ -101,7 +101,7 @@ REFUSALS = {
             "ld.global.f32 \t%f2, [%rd5];\n\tst.shared.f32 \t[%r8], %f2;\n\tbar.sync \t0;\n"
             "\tld.shared.f32 \t%f3, [%r11];\n\tst.global.f32 \t[%rd2], %f3;",
         ),
-        "staged load is not .nc and the kernel writes global memory at line",
+        "reads memory without .nc and the kernel writes global memory at line",
     ),
     "block-size": ((".reqntid 128, 1, 1", ".reqntid 128, 2, 1"), "not declared one-dimensional"),
     "named-barrier": (("\tbar.sync \t0;\n\tld.shared", "\tbar.sync \t1, 128;\n\tld.shared"), "not a plain CTA barrier"),

@@ -102,6 +102,12 @@ def _reads(i: ast.Instruction, space: str) -> bool:
     return any(m is not Mode.WRITE and s.startswith(space) for _, m, s in isa.memory_accesses(i))
 
 
+def _read_by_others(i: ast.Instruction) -> bool:
+    """Whether i reads memory that other threads or agents may write (not param, const, local or shared)."""
+    private = ("param", "const", "local", "shared")
+    return any(m is not Mode.WRITE and not s.startswith(private) for _, m, s in isa.memory_accesses(i))
+
+
 def _buffers(module: ast.Module, function: ast.Function) -> tuple[SharedBuffer, ...] | str:
     """Every `.shared` variable the function can name, with its size; a reason when one has no fixed size."""
     decls = [d for d in module.items if isinstance(d, ast.Declaration)]
@@ -211,8 +217,13 @@ def find_staged_loop(
         if isa.find(op.instruction) is None:
             return refuse(op.line, f"{op.instruction.mnemonic} is an instruction the ISA tables do not know")
         i = op.instruction
-        if i.opcode == "cvta" and "to" not in i.modifiers and any(m.startswith("shared") for m in i.modifiers):
-            return refuse(op.line, "a generic pointer into shared memory (cvta): the ring could not move its accesses")
+        if (
+            i.opcode == "cvta"
+            and "to" not in i.modifiers
+            and any(m.startswith(("shared", "local")) for m in i.modifiers)
+        ):
+            space = "shared" if any(m.startswith("shared") for m in i.modifiers) else "local"
+            return refuse(op.line, f"a generic pointer into {space} memory (cvta): the roles could not keep it apart")
         if _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
             return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
     loop = candidates[0]
@@ -368,8 +379,8 @@ def _producer_inputs(
     ops, name = f.ops, function.name
     facts = memory_facts(module, function, f.cfg)
     changing = {a.op for a in facts.accesses if a.param not in facts.read_only_params}
-    # a global write before or in the loop may reach a staged load through an aliasing pointer: producers run ahead
-    # of it; only `.nc` loads (memory read-only while the kernel runs, by the PTX ISA) are safe from that
+    # a global write before or in the loop may reach a producer's load through an aliasing pointer (producers run
+    # ahead and meet no barrier of the consumers); `.nc` loads (read-only while the kernel runs: PTX ISA) are safe
     writes = [a.op for a in facts.accesses if a.mode is not Mode.READ]
     early = sorted(o for o in (*writes, *facts.unknown_writes) if o < end)
     spaces = variable_spaces(module, function)
@@ -380,13 +391,16 @@ def _producer_inputs(
             return Refusal(name, ops[at].line, f"the {where} reads shared memory (producers would not see it)")
         if at in changing and _reads(i, ""):
             return Refusal(name, ops[at].line, f"the {where} reads global memory the kernel may write")
-        if at not in staging or not (_writes_shared(i) or _reads(i, "global")):
-            continue
-        if _reads(i, "global") and "nc" not in i.modifiers and early:
+        if _read_by_others(i) and "nc" not in i.modifiers and early:
             line = ops[early[0]].line
             return Refusal(
-                name, ops[at].line, f"staged load is not .nc and the kernel writes global memory at line {line}"
+                name,
+                ops[at].line,
+                f"the {where} reads memory without .nc and the kernel writes global memory at line {line} "
+                "(through an alias, producers running ahead would read other bytes)",
             )
+        if at not in staging or not (_writes_shared(i) or _reads(i, "global")):
+            continue
         for operand, _, _ in isa.memory_accesses(i):
             for n in isa.operand_names(operand):
                 key = next((k for k in ops[at].uses if f.cfg.linear.registers[k].name == n.text), None)

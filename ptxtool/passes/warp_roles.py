@@ -208,7 +208,7 @@ def _split(
         if index == found.released:
             return _statements("add.u32 %wr_k, %wr_k, 1;")
         effects = isa.effects(i)
-        writes = any(m is not Mode.READ for _, m, _ in isa.memory_accesses(i))
+        writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))  # local: its own
         if index < lo and (writes or effects & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)):
             return head
         return (*head, i)
