@@ -251,3 +251,21 @@ def test_consumers_keep_the_headers_arithmetic() -> None:
     consumer, _, producer = format_module(_split(text)[0]).partition("$__wr_producer:")
     assert "add.s32 %r13, %r12, 7;" in consumer and "add.s32 %r13, %r12, 7;" in producer
     assert "ld.global.nc.f32" not in consumer
+
+
+def test_split_twice_is_split_once() -> None:
+    """The split's own loops wait on mbarriers, not at two CTA barriers: a second run refuses and changes nothing."""
+    once, _ = _split(STAGED)
+    twice, report = _split(format_module(once))
+    assert format_module(twice) == format_module(once)
+    assert not report.rewrites and "no loop waits at a CTA barrier twice" in report.skipped[0].reason
+
+
+@pytest.mark.parametrize(("version", "target"), [("7.8", "sm_90"), ("8.6", "sm_100")])
+def test_split_assembles_at_the_oldest_version_and_newer_targets(version: str, target: str) -> None:
+    """mbarrier.try_wait.parity and `.shared::cta` need PTX ISA 7.8: the split of a 7.8 file assembles as it is."""
+    text = STAGED.replace(".version 8.0", f".version {version}").replace(".target sm_90", f".target {target}")
+    out, report = _split(text)
+    assert report.rewrites
+    compiled = compile_ptx(format_module(out), "staged.ptx", target)
+    assert compiled.functions["staged"].registers
