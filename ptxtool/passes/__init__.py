@@ -97,6 +97,10 @@ def _cache_operators(module: ast.Module, settings: Any, analyses: Analyses) -> t
     return cache_operators.cache_operators(module, settings, lambda f: analyses.get("cfg", f))
 
 
+def _warp_roles(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
+    return warp_roles.warp_roles(module, settings)
+
+
 PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
@@ -109,7 +113,7 @@ PASSES: dict[str, Pass] = {
             preserves=frozenset({"loops"}),
         ),
         # restructures whole kernels; the optimize service verifies its output as a whole (never by default)
-        Pass(warp_roles.NAME, lambda m, s, a: warp_roles.warp_roles(m, s), warp_roles.RoleSettings),
+        Pass(warp_roles.NAME, _warp_roles, warp_roles.RoleSettings),
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

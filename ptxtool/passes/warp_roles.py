@@ -148,9 +148,8 @@ def _wait(label: str, parity: str, arch: Target) -> str:
     return f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n@!%wr_done bra {label};"
 
 
-def _split(
-    module: ast.Module, function: ast.Function, found: StagedLoop, settings: RoleSettings, arch: Target
-) -> ast.Function:
+def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, arch: Target) -> ast.Function:
+    """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers."""
     cfg = build_cfg(function)
     n, stages = found.threads, settings.stages
     offsets, stage_bytes = _ring_layout(found)
@@ -283,7 +282,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
-        new_items[at] = _split(module, item, found, settings, arch)
+        new_items[at] = _split(item, found, settings, arch)
         producers = found.threads // 32
         _, stage_bytes = _ring_layout(found)
         report.rewrites.append(
