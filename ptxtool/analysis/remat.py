@@ -65,14 +65,22 @@ def readonly_loads(module: ast.Module, function: ast.Function, cfg: CFG) -> Read
     """The global loads whose memory nothing can write while the kernel runs, by the cache-operator analysis's
     `.nc` verdict; a load already `.nc` carries the author's no-alias promise (its memory must be read-only for the
     kernel's lifetime), so only that verdict's aliasing doubts are lifted for it."""
-    facts = memory_facts(module, function, cfg)
-    ops = cfg.linear.ops
-    safe = frozenset(
-        a.op
-        for a in facts.accesses
-        if non_coherent(facts, a, ops[a.op].instruction).allowed("nc" in ops[a.op].instruction.modifiers)
-    )
-    return lambda op: op.index in safe
+    safe: list[frozenset[int]] = []
+
+    def readonly(op: Op) -> bool:
+        if not safe:  # the memory facts cost a walk of every callee: only for a function that asks
+            facts = memory_facts(module, function, cfg)
+            ops = cfg.linear.ops
+            safe.append(
+                frozenset(
+                    a.op
+                    for a in facts.accesses
+                    if non_coherent(facts, a, ops[a.op].instruction).allowed("nc" in ops[a.op].instruction.modifiers)
+                )
+            )
+        return op.index in safe[0]
+
+    return readonly
 
 
 def nested_instructions(function: ast.Function) -> frozenset[int]:
