@@ -59,6 +59,16 @@ class Candidate:
     tree: Node
     uses: tuple[int, ...]
     units: int
+    reloads: bool  # the tree reads global memory again: a load ptxas keeps in the loop
+
+
+def _reloads(cfg: CFG, tree: Node) -> bool:
+    """Whether a tree holds a global (or generic) load, which ptxas cannot hoist back out of the loop."""
+    return any(
+        cfg.linear.ops[o].instruction.opcode == "ld"
+        and isa.state_spaces(cfg.linear.ops[o].instruction) in (("global",), ())
+        for o in tree.ops()
+    )
 
 
 def readonly_loads(module: ast.Module, function: ast.Function, cfg: CFG) -> ReadOnly:
@@ -196,10 +206,17 @@ class _Trees:
 
 
 def candidates(
-    cfg: CFG, loops: tuple[Loop, ...], *, readonly: ReadOnly | None = None, live: Liveness | None = None
+    cfg: CFG,
+    loops: tuple[Loop, ...],
+    *,
+    readonly: ReadOnly | None = None,
+    pure: bool = False,
+    live: Liveness | None = None,
 ) -> tuple[Candidate, ...]:
     """The registers live at each loop's pressure peak that can be recomputed at all their uses in the loop,
-    outermost loops first, each register once, the widest first within a loop."""
+    outermost loops first, each register once, the widest first within a loop. Only those whose recomputation
+    reloads global memory unless `pure`: ptxas hoists loop-invariant arithmetic (and `.param`/`.const` reads)
+    back out of the loop by itself."""
     live = live or liveness(cfg)
     curve = pressure(cfg, live)
     trees = _Trees(cfg, live, readonly)
@@ -240,8 +257,8 @@ def candidates(
             found = []
             for key, (writer, uses) in eligible.items():
                 tree = trees.tree(writer, anyway)
-                if tree is not None:
-                    found.append(Candidate(key, loop.index, tree, uses, registers[key].units))
+                if tree is not None and (pure or _reloads(cfg, tree)):
+                    found.append(Candidate(key, loop.index, tree, uses, registers[key].units, _reloads(cfg, tree)))
             if len(found) == len(eligible):
                 break
             eligible = {c.register: eligible[c.register] for c in found}
