@@ -158,6 +158,15 @@ def test_a_volatile_special_register_is_never_read_again(ptxas: str, tmp_path: P
     registers(ptxas, text, tmp_path)
 
 
+def test_reads_inside_a_nested_block_are_left_alone(ptxas: str, tmp_path: Path) -> None:
+    """Inside `{ }` a name may be another register (here %rd2, which the recomputation of %rd4 reads): a value read
+    there keeps its register."""
+    inside = "\t{\n\t.reg .b64 %rd2;\n\tadd.s64 %rd2, %rd4, 8;\n\tld.global.f32 %f2, [%rd2];\n\t}"
+    text, done = remat_module(kernel(TABLE_NC, inside))
+    assert "%rd4" not in rewritten(done["k"])
+    registers(ptxas, text, tmp_path)
+
+
 CALLEE = """
 .global .align 8 .u64 gptr;
 .func set_gptr(.param .u64 p)

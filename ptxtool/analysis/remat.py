@@ -168,7 +168,10 @@ class _Trees:
         i = op.instruction
         if op.guarded or STATEFUL.intersection(i.modifiers) or not i.operands:
             return False
-        if not isinstance(i.operands[0], ast.Name) or i.operands[0].text not in self.cfg.linear.registers:
+        target = i.operands[0]
+        if not isinstance(target, ast.Name) or target.text not in self.cfg.linear.registers:
+            return False
+        if self.cfg.linear.registers[target.text].vector != 1:
             return False
         types = [m for m in i.modifiers if isa.caching.type_bits(m)]
         if not types or not all(integer_type(t) for t in types):
