@@ -259,3 +259,12 @@ def test_ptxas_accepts_every_rematerialized_corpus_file(path: Path, assemble) ->
         return
     cubin, log = assemble(after)
     assert cubin is not None, log
+
+
+def test_fresh_registers_collide_with_no_name_of_the_kernel(ptxas: str, tmp_path: Path) -> None:
+    text = kernel(TABLE_NC + "\n\tmov.u64 %remat_b64_0, 0;").replace(
+        ".reg .b64 %rd<20>;", ".reg .b64 %rd<20>;\n\t.reg .b64 %remat_b64_0;"
+    )
+    after, done = remat_module(text)
+    assert "%rd4" in rewritten(done["k"]) and "%remat__b64_" in after
+    registers(ptxas, after, tmp_path)
