@@ -13,6 +13,7 @@ from test_pass_registers_remat import MANY_STREAMS, remat_module
 from ptxtool.services.launch import spec_from_data
 from ptxtool.services.run import run
 from ptxtool.sources import Source
+from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.gpu import Gpu, probe
 
 REASON = probe()
@@ -65,7 +66,8 @@ def test_sum_table_outputs_identical() -> None:
         out = gpu.alloc(4 * N)
         results = []
         for name, text in (("original.ptx", MANY_STREAMS.read_text()), ("rematerialized.ptx", after)):
-            function = gpu.function(gpu.load(text.encode(), name, ptx=True), "sum_table")
+            cubin = compile_ptx(text, name, gpu.info.arch.rstrip("a")).cubin  # the wheel's ptxas, as `run --ptxas`
+            function = gpu.function(gpu.load(cubin, name, ptx=False), "sum_table")
             gpu.fill_bytes(out, 0x5A, 4 * N)
             args = [table.to_bytes(8, "little"), out.to_bytes(8, "little"), N.to_bytes(4, "little", signed=True)]
             gpu.launch(function, (264, 1, 1), (256, 1, 1), args)
