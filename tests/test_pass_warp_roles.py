@@ -269,3 +269,31 @@ def test_split_assembles_at_the_oldest_version_and_newer_targets(version: str, t
     assert report.rewrites
     compiled = compile_ptx(format_module(out), "staged.ptx", target)
     assert compiled.functions["staged"].registers
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks" / "warp_roles"
+
+
+@pytest.mark.parametrize(
+    ("source", "kernel", "consumers"),
+    [("sgemm.cu", "sgemm_tiled", 256), ("stencil.cu", "stencil_tiled", 256), ("attention.cu", "attention_tiled", 128)],
+)
+def test_split_of_nvccs_benchmark_kernels(source: str, kernel: str, consumers: int) -> None:
+    """Each benchmark input, compiled by the wheel's nvcc, is found and split (ptxas accepts it, SASS shows SYNCS):
+    the shapes nvcc makes of a tiled GEMM, a halo stencil and a K/V-staging loop, not only the planted kernel."""
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.compile import cuda_to_ptx
+    from ptxtool.toolchain.sass import disassemble
+
+    try:
+        text = cuda_to_ptx(str(BENCHMARKS / source), "sm_90")
+    except EnvironmentProblem as problem:
+        pytest.skip(f"no nvcc: {problem}")
+    found = _find(text)
+    assert isinstance(found, StagedLoop) and found.threads == consumers, found
+    out, report = _split(text)
+    assert [r.kernel for r in report.rewrites] == [kernel]
+    compiled = compile_ptx(format_module(out), source, "sm_90")
+    opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])
+    assert "SYNCS.PHASECHK" in opcodes and "SYNCS.ARRIVE" in opcodes
+    assert compiled.functions[kernel].spill_bytes == 0
