@@ -297,3 +297,42 @@ def test_split_of_nvccs_benchmark_kernels(source: str, kernel: str, consumers: i
     opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])
     assert "SYNCS.PHASECHK" in opcodes and "SYNCS.ARRIVE" in opcodes
     assert compiled.functions[kernel].spill_bytes == 0
+
+
+def test_fuzzed_kernels_are_refused_or_split_into_what_ptxas_accepts() -> None:
+    """Fixed-seed mutants of the planted kernel (an instruction line dropped, doubled or moved): the pass refuses
+    with a reason or splits, and every split assembles; each run stays under a time bound."""
+    import random
+    import time
+
+    from ptxtool.errors import InputError
+
+    rng = random.Random(0)
+    lines = STAGED.splitlines()
+    body = [n for n, line in enumerate(lines) if line.startswith("\t") and line.rstrip().endswith(";") and "." in line]
+    outcomes = {"refused": 0, "split": 0}
+    for _ in range(30):
+        mutant = list(lines)
+        n = rng.choice(body)
+        kind = rng.choice(("drop", "double", "move"))
+        if kind == "drop":
+            del mutant[n]
+        elif kind == "double":
+            mutant.insert(n, mutant[n])
+        else:
+            mutant.insert(rng.choice(body), mutant.pop(n))
+        text = "\n".join(mutant) + "\n"
+        try:
+            compile_ptx(text, "mutant.ptx", "sm_90")
+        except InputError:
+            continue  # not PTX ptxas takes: not the pass's input
+        start = time.monotonic()
+        out, report = _split(text)
+        assert time.monotonic() - start < 5
+        if report.rewrites:
+            outcomes["split"] += 1
+            compile_ptx(format_module(out), "mutant.split.ptx", "sm_90")
+        else:
+            outcomes["refused"] += 1
+            assert report.skipped and all(s.reason for s in report.skipped)
+    assert outcomes["split"] and outcomes["refused"], outcomes
