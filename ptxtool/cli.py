@@ -315,18 +315,9 @@ def optimize_command(
     passes, settings = optimize.settings_from(table.table, table.where, flags)
     named = tuple((o, glob) for o in ("noalias", "include", "exclude") for glob in flags[o])
     chosen = optimize.Options(
-        passes,
-        settings,
-        flags["arch"],
-        strict,
-        spec,
-        output,
-        in_place,
-        show_diff,
-        verbose,
-        named,
-        optimize.roles_from(flags),
+        passes, settings, flags["arch"], strict, spec, output, in_place, show_diff, verbose, named
     )
+    chosen = replace(chosen, roles=optimize.roles_from(flags))
     emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
 
 
