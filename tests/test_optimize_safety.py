@@ -362,7 +362,7 @@ def _lint_nc(path: Path) -> dict[tuple[str, int], str]:
     settings = load_settings({}, "test", select=("PTX005",))
     result = lint_file(read_source(str(path)), settings)
     assert not result.errors
-    return {(f.message.split("'")[3], f.line): f.message for f in result.findings}
+    return {(f.message.split("'")[3], f.location.line): f.message for f in result.findings}
 
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -202,7 +202,7 @@ def test_the_issues_kernels_hoisted_load_is_dropped(careless: str, name: str, ba
     result = optimize(source, (careless,))
     assert result.exit_code == 0 and not result.changed and result.text == source.text
     assert len(result.dropped) == 1
-    reason = result.dropped[0].reason
+    (reason,) = result.dropped[0].notes
     assert "above BAR.SYNC" in reason and f"(PTX line {barrier_line})" in reason
     strict = optimize(source, (careless,), strict=True)
     assert strict.exit_code == 1 and "above BAR.SYNC" in strict.problems[0]

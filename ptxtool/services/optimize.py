@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
-from ptxtool.passes.report import Dropped, Insertion, Rewrite
+from ptxtool.passes.report import Insertion, Rewrite, dropped_rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.names import matches
@@ -126,7 +126,7 @@ class OptimizeResult:
     text: str
     reports: list[PassReport]
     kernels: list[KernelChange] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
+    dropped: list[Diagnostic] = field(default_factory=list)  # optimize/dropped: each with why, in words
     insertions: list[Insertion] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checks: Checks = field(default_factory=Checks)
@@ -306,7 +306,7 @@ def _keep_verified(
     before: _Build,
     arch: str,
     strict: bool,
-) -> tuple[list[_Unit], list[Dropped], list[str], _Build]:
+) -> tuple[list[_Unit], list[Diagnostic], list[str], _Build]:
     """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
     kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
     path = source.display
@@ -335,7 +335,7 @@ def _keep_verified(
                 [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
                 after,
             )
-        dropped += [Dropped(r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
+        dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
 
