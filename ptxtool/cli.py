@@ -14,6 +14,7 @@ import click
 from ptxtool import __version__
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.report import emit_and_exit
 from ptxtool.report.console import progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
@@ -161,7 +162,11 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @main.command("inspect", help=HELP["inspect"])
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a), not the module's .target.")
-@click.option("--block-size", type=click.IntRange(1, 1024), help="Threads per block (default: .reqntid/.maxntid, 256).")
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, MAX_BLOCK_THREADS),
+    help="Threads per block (default: .reqntid/.maxntid, 256).",
+)
 @click.option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
 @click.option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")

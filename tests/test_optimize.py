@@ -230,7 +230,7 @@ def test_config_table(tmp_path: Path, monkeypatch) -> None:
     assert ".nc." not in run("optimize", "k.ptx", "--no-readonly").stdout
     (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.optimize]\nstreaming = 3\n")
     cli = run("optimize", "k.ptx")
-    assert cli.exit_code == 2 and "a policy is true/false" in cli.stderr
+    assert cli.exit_code == 2 and "streaming must be true, false or a table" in cli.stderr
 
 
 def test_counts_allow_only_the_if_conversion_of_a_rewritten_access() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 
 from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.analysis.statements import statements
 from ptxtool.errors import (
@@ -201,14 +202,10 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
 
 def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
     """The block size to assume and where it came from: .reqntid, then --block-size, then .maxntid, else 256."""
-    directives = {d.word: prod(int(v.value) for v in d.values) for d in function.directives}
-    if ".reqntid" in directives:
-        return directives[".reqntid"], "reqntid"
-    if option:
-        return option, "option"
-    if ".maxntid" in directives:
-        return directives[".maxntid"], "maxntid"
-    return DEFAULT_BLOCK_SIZE, "default"
+    bounds = block_bounds(function)
+    if bounds is not None and (bounds.exact or not option):
+        return bounds.threads, bounds.directive
+    return (option, "option") if option else (DEFAULT_BLOCK_SIZE, "default")
 
 
 # ---------------------------------------------------------------- pressure
