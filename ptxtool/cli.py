@@ -15,7 +15,7 @@ from ptxtool import __version__
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
-from ptxtool.report import emit_and_exit
+from ptxtool.report import FORMATS, emit_and_exit
 from ptxtool.report.console import progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
 
@@ -237,7 +237,7 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
 @click.option(
     "--output-format",
-    type=click.Choice(["text", "json", "sarif", "github"]),
+    type=click.Choice(FORMATS),
     help="Findings as lines, JSON (ptxtool.lint/1), SARIF 2.1.0 or GitHub Actions annotations (default: text).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as --output-format json.")

@@ -44,15 +44,9 @@ def read_toml(path: Path) -> dict:
         raise InputError.at(str(path), f"not valid TOML: {message.split(' (at line')[0]}", line) from None
 
 
-def tool_config(section: str | None = None, start: Path | None = None) -> dict:
-    """`[tool.ptxtool]`, or its sub-table `[tool.ptxtool.<section>]`, from the nearest pyproject.toml; {} if none.
-    Unchecked: commands read their settings through `load`."""
-    path = find_pyproject(start)
-    return {} if path is None else _table(read_toml(path), str(path), section)
-
-
-def _table(data: dict, where: str, section: str | None) -> dict:
-    table, names = data, ["tool", "ptxtool", *([section] if section is not None else [])]
+def _root(data: dict, where: str) -> dict:
+    """`[tool.ptxtool]` of a parsed pyproject.toml ({} when it has none)."""
+    table, names = data, ["tool", "ptxtool"]
     for depth, name in enumerate(names, 1):
         table = table.get(name, {})
         if not isinstance(table, dict):
@@ -161,7 +155,7 @@ def load(section: str, start: Path | None = None) -> Table:
     if path is None:
         return Table()
     where = str(path)
-    root = _table(read_toml(path), where, None)
+    root = _root(read_toml(path), where)
     for name, value in root.items():
         if name not in SECTIONS:
             known = ", ".join(SECTIONS)

@@ -77,6 +77,22 @@ def test_the_optimize_schema_is_the_pass_settings():
     assert tuple(choice) == STORE_HINTS
 
 
+def test_the_nearest_pyproject_is_read(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.inspect]\nblock-size = 128\n")
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    table = load("inspect", deep)
+    assert table.path == tmp_path / "pyproject.toml" and table.table == {"block-size": 128}
+    assert load("lint", deep).table == {}
+
+
+def test_bad_toml_is_input_error_at_its_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool]\narch = \n")
+    with pytest.raises(InputError) as error:
+        load("inspect", tmp_path)
+    assert error.value.diagnostics[0].location.line == 2
+
+
 def test_negative_rule_option_is_refused(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.lint.PTX003]\nregister-file = -65536\n")
     monkeypatch.chdir(tmp_path)

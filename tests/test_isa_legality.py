@@ -3,6 +3,7 @@ flag are exactly the lines ptxas rejects; on a matrix of instructions x targets,
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -310,3 +311,12 @@ def test_cli_parse_check_reports_and_exits_1(tmp_path):
     )
     good = CliRunner().invoke(main, ["parse", "--check", str(CORPUS / "ptx/hopper.sm90a.ptx")])
     assert good.exit_code == 0 and "error" not in good.stderr
+    document = json.loads(CliRunner().invoke(main, ["parse", "--check", "--json", str(bad)]).stdout)
+    said = {(p["path"], p["line"], p["column"], p["severity"], p["message"]) for p in document["problems"]}
+    assert (
+        str(bad),
+        434,
+        2,
+        "error",
+        "instruction 'wgmma.fence' is not available on .target sm_90 (needs sm_90a)",
+    ) in said

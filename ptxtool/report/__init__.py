@@ -16,7 +16,7 @@ from ptxtool.report.text import TEXT
 if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
     from ptxtool.services.result import Result
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "json", "sarif", "github")  # lint offers every one; other commands --json (and --sarif)
 
 
 def _sarif(result: Result) -> dict:
