@@ -32,8 +32,8 @@ _UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .targ
 
 
 def finding(r: Rule, severity: str, location: Location, message: str) -> Diagnostic:
-    """A rule's finding as the one diagnostic type: `code` is the rule id; `rule` and `name` are the JSON
-    document's (line 0 when the PTX was generated from a .cu file the finding cannot be mapped into)."""
+    """A rule's finding as the one diagnostic type (code: the rule id; the JSON keeps `rule` and `name`). In a .cu
+    file a finding whose PTX line no `.loc` maps is at line 0, the whole file."""
     return Diagnostic(location, message, severity, code=r.id, properties={"rule": r.id, "name": r.name})
 
 
