@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
 from ptxtool.isa import Effect, Mode
 from ptxtool.isa.targets import Target, version
@@ -246,10 +247,7 @@ def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, ar
         *_statements("ret;"),
     )
     total = n + 32 * (n // 32)
-    block = ast.PerfDirective(".reqntid", tuple(ast.Immediate(str(v)) for v in (total, 1, 1)))
-    kept_directives = [d for d in function.directives if d.word not in (".maxntid", ".reqntid")]
-    directives = (block, *kept_directives)
-    return replace(function, body=replace(body, statements=statements), directives=directives)
+    return with_exact_block(replace(function, body=replace(body, statements=statements)), (total, 1, 1))
 
 
 def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
@@ -304,9 +302,9 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
 
 
 def _threads(function: ast.Function) -> int:
-    """The producer threads the split adds: as many as the block's declared threads."""
-    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
-    return int(bounds[0].values[0].text) if bounds else 0
+    """The producer threads the split adds: as many as the block's declared threads in x."""
+    bounds = block_bounds(function)
+    return bounds.dims[0] if bounds else 0
 
 
 def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
