@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptxtool.passes import cache_operators
+from ptxtool.passes import cache_operators, registers
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -108,6 +108,7 @@ PASSES: dict[str, Pass] = {
             requires=("cfg",),
             preserves=frozenset({"loops"}),
         ),
+        Pass(registers.NAME, registers.run, registers.Settings, requires=("cfg", "loops")),  # bounds, remat
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

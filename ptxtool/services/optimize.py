@@ -27,6 +27,7 @@ from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
+from ptxtool.passes.registers import NAME as REGISTERS
 from ptxtool.passes.report import Dropped, Insertion, Rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
@@ -250,7 +251,8 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     arch = target_arch(module.targets, path, options.arch)
     check_passes(options.passes, path)
     settings = replace(options.settings, arch=arch)  # qualifiers are checked against the target assembled for
-    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: settings})
+    first = tuple(p for p in options.passes if p != REGISTERS)  # registers runs last, on their verified output
+    optimized, reports = run_pipeline(module, first, {CACHE_OPERATORS: settings})
     edits, added = _edits(module, optimized)
     units = _units(edits, reports)
     before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad
@@ -273,7 +275,12 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         for k in module.kernels
     ]
     result.checks = _count_checks(kept, after.sass)
-    if options.spec and kept and not problems:
+    if REGISTERS in options.passes and not problems:
+        from ptxtool.services.registers import stage
+
+        result.text, registers, result.problems = stage(result.text, source, arch, options.spec)
+        result.reports.append(registers)
+    if options.spec and result.changed and not result.problems:
         result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
     result.options, result.original = options, source.text
     names = [k.name for k in module.kernels]
