@@ -39,9 +39,16 @@ def _without_line_info(module: ast.Module) -> ast.Module:
 
 
 def measure(
-    module: ast.Module, *, arch: str, path: str, block: tuple[int, int, int] | None, dynamic_shared: int
+    module: ast.Module,
+    *,
+    arch: str,
+    path: str,
+    launched: str | None = None,
+    block: tuple[int, int, int] | None = None,
+    dynamic_shared: int = 0,
 ) -> dict[str, Numbers]:
-    """Per kernel: ptxas's numbers, occupancy (the spec's block, else the kernel's own bounds, else 256 threads)
+    """Per kernel: ptxas's numbers, occupancy (for the kernel a spec launches its block and dynamic shared memory,
+    else the kernel's own bounds, else 256 threads)
     and its SASS local-memory instructions with the module's own PTX lines (0: a statement a pass inserted)."""
     from ptxtool.services.inspect import block_size
 
@@ -59,8 +66,9 @@ def measure(
         r = compiled.functions.get(function.name)
         if r is None or r.registers is None:
             continue
-        threads, _ = block_size(function, prod(block) if block else None)
-        fit = occupancy(arch, r.registers, r.shared + dynamic_shared, threads)
+        spec = function.name == launched
+        threads, _ = block_size(function, prod(block) if block and spec else None)
+        fit = occupancy(arch, r.registers, r.shared + (dynamic_shared if spec else 0), threads)
         spills = tuple(
             (line_of.get(line.ptx_line, 0), local_bytes(op.opcode))
             for line in code.get(function.name, [])
@@ -116,17 +124,18 @@ def timer(source: Source, spec_path: str):
 def stage(text: str, source: Source, arch: str, spec_path: str | None) -> tuple[str, RegistersReport, list[str]]:
     """Run the register pass over `text` (the verified output of the passes before it): the text to write, the
     report, and the problems that keep anything from being written."""
-    from ptxtool.services.launch import load_spec
+    from ptxtool.services.launch import find_kernel, load_spec
 
+    module = parse(text)
     spec = load_spec(spec_path) if spec_path else None
+    launched = find_kernel(module, spec.kernel, source.display).name if spec else None
     block = spec.block if spec else None
     dynamic = spec.shared_bytes if spec else 0
-    module = parse(text)
 
     def numbers(m: ast.Module) -> dict[str, Numbers]:
-        return measure(m, arch=arch, path=source.display, block=block, dynamic_shared=dynamic)
+        return measure(m, arch=arch, path=source.display, launched=launched, block=block, dynamic_shared=dynamic)
 
-    settings = Settings(arch, block, dynamic, numbers, timer(source, spec_path) if spec_path else None)
+    settings = Settings(arch, launched, block, dynamic, numbers, timer(source, spec_path) if spec_path else None)
     optimized, (report,) = run_pipeline(module, (NAME,), {NAME: settings})
     assert isinstance(report, RegistersReport)
     if not report.changed:

@@ -98,10 +98,12 @@ Timer = Callable[[str, Sequence[ast.Module]], Sequence[Speed] | None]  # None: t
 
 @dataclass(frozen=True)
 class Settings:
-    """What the service hands down: the target, the spec's block and dynamic shared memory (None: no spec), and the
-    oracles; `remat` turns rematerialization candidates on, `limit` caps the variants compiled per kernel."""
+    """What the service hands down: the target, the kernel a launch spec launches with its block and dynamic shared
+    memory (None: no spec), and the oracles; `remat` turns rematerialization candidates on, `limit` caps the
+    variants compiled per kernel."""
 
     arch: str = ""
+    launched: str | None = None
     block: tuple[int, int, int] | None = None
     dynamic_shared: int = 0
     measure: Measure | None = None
@@ -266,7 +268,8 @@ def _variants(
     module: ast.Module, function: ast.Function, numbers: Numbers, settings: Settings, analyses: Analyses
 ) -> list[_Variant]:
     current = bounds.read(function)
-    shared = numbers.shared + settings.dynamic_shared
+    launched = function.name == settings.launched
+    shared = numbers.shared + (settings.dynamic_shared if launched else 0)
     proposals = bounds.candidates(
         current,
         arch=settings.arch,
@@ -274,7 +277,7 @@ def _variants(
         limited_by=numbers.limited_by,
         registers=numbers.registers,
         shared=shared,
-        block=settings.block,
+        block=settings.block if launched else None,
         smem_spilling=bounds.smem_spilling_allowed(module, settings.arch),
     )
     found = [_Variant(c.change, bounds.apply(function, c.bounds), c.bounds) for c in proposals]
@@ -324,6 +327,8 @@ def run(module: ast.Module, settings: Settings, analyses: Analyses) -> tuple[ast
 
 
 def _with(module: ast.Module, functions: dict[str, ast.Function]) -> ast.Module:
+    if not functions:
+        return module
     items = tuple(functions.get(i.name, i) if isinstance(i, ast.Function) else i for i in module.items)
     return replace(module, items=items)
 
