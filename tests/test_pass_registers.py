@@ -15,7 +15,16 @@ import pytest
 from conftest import CORPUS
 
 from ptxtool.passes import run_pipeline
-from ptxtool.passes.registers import NAME, Numbers, Settings, bounds, preferred, pruned, remat_available, speed_of
+from ptxtool.passes.registers import (
+    NAME,
+    Numbers,
+    RegisterSettings,
+    bounds,
+    preferred,
+    pruned,
+    remat_available,
+    speed_of,
+)
 from ptxtool.services.optimize import optimize
 from ptxtool.services.registers import local_bytes, measure, splice
 from ptxtool.sources import Source
@@ -43,7 +52,7 @@ def _pass(text: str, block: tuple[int, int, int] | None = None, launched: str = 
     def numbers(m: ast.Module) -> dict[str, Numbers]:
         return measure(m, arch="sm_90", path="test.ptx", launched=launched, block=block)
 
-    out, (report,) = run_pipeline(module, (NAME,), {NAME: Settings("sm_90", launched, block, 0, numbers)})
+    out, (report,) = run_pipeline(module, (NAME,), {NAME: RegisterSettings("sm_90", launched, block, 0, numbers)})
     return module, out, report
 
 

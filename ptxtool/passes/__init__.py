@@ -108,7 +108,7 @@ PASSES: dict[str, Pass] = {
             requires=("cfg",),
             preserves=frozenset({"loops"}),
         ),
-        Pass(registers.NAME, registers.run, registers.Settings, requires=("cfg", "loops")),  # bounds, remat
+        Pass(registers.NAME, registers.run, registers.RegisterSettings, requires=("cfg", "loops")),  # bounds, remat
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

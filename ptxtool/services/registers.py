@@ -13,7 +13,7 @@ from dataclasses import replace
 from math import prod
 
 from ptxtool.passes import run_pipeline
-from ptxtool.passes.registers import NAME, Numbers, RegistersReport, Settings, Speed, speed_of
+from ptxtool.passes.registers import NAME, Numbers, RegisterSettings, RegistersReport, Speed, speed_of
 from ptxtool.passes.report import Insertion
 from ptxtool.sources import Source
 from ptxtool.syntax import ast, format_module, parse
@@ -135,7 +135,8 @@ def stage(text: str, source: Source, arch: str, spec_path: str | None) -> tuple[
     def numbers(m: ast.Module) -> dict[str, Numbers]:
         return measure(m, arch=arch, path=source.display, launched=launched, block=block, dynamic_shared=dynamic)
 
-    settings = Settings(arch, launched, block, dynamic, numbers, timer(source, spec_path) if spec_path else None)
+    time = timer(source, spec_path) if spec_path else None
+    settings = RegisterSettings(arch, launched, block, dynamic, numbers, time)
     optimized, (report,) = run_pipeline(module, (NAME,), {NAME: settings})
     assert isinstance(report, RegistersReport)
     if not report.changed:

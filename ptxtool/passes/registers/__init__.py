@@ -2,8 +2,9 @@
 ranges (`remat.py`: cheap values recomputed at their uses), each judged by ptxas's numbers, and by GPU time where a
 launch spec allows. ptxas allocates registers itself, so nothing else in the PTX moves its numbers.
 
-The service hands the facts down (`Settings.measure`: ptxas's registers, spills, occupancy and the SASS's spill
-instructions per kernel of a module; `Settings.time`: GPU times and bit-for-bit checks); the pass never runs a tool.
+The service hands the facts down (`RegisterSettings.measure`: ptxas's registers, spills, occupancy and the SASS's
+spill instructions per kernel of a module; `RegisterSettings.time`: GPU times and bit-for-bit checks); the pass never
+runs a tool.
 
     .maxntid 1024, 1, 1                      .maxntid 1024, 1, 1
     .minnctapersm 2            ->            .minnctapersm 1
@@ -97,7 +98,7 @@ Timer = Callable[[str, Sequence[ast.Module]], Sequence[Speed] | None]  # None: t
 
 
 @dataclass(frozen=True)
-class Settings:
+class RegisterSettings:
     """What the service hands down: the target, the kernel a launch spec launches with its block and dynamic shared
     memory (None: no spec), and the oracles; `remat` turns rematerialization candidates on, `limit` caps the
     variants compiled per kernel."""
@@ -265,7 +266,7 @@ def remat_available() -> bool:
 
 
 def _variants(
-    module: ast.Module, function: ast.Function, numbers: Numbers, settings: Settings, analyses: Analyses
+    module: ast.Module, function: ast.Function, numbers: Numbers, settings: RegisterSettings, analyses: Analyses
 ) -> list[_Variant]:
     current = bounds.read(function)
     launched = function.name == settings.launched
@@ -295,7 +296,7 @@ def _variants(
     return found[: settings.limit]
 
 
-def run(module: ast.Module, settings: Settings, analyses: Analyses) -> tuple[ast.Module, RegistersReport]:
+def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> tuple[ast.Module, RegistersReport]:
     """Per kernel: compile the variants, drop those ptxas's numbers rule out, keep the fastest verified one on the
     GPU (`settings.time`) or, without one, the one the conservative rule prefers; the input is always a candidate."""
     report = RegistersReport(NAME)
@@ -361,7 +362,7 @@ def _choose(
     entry: KernelRegisters,
     variants: list[_Variant],
     measured: dict[tuple[str, int], Numbers | str],
-    settings: Settings,
+    settings: RegisterSettings,
     analyses: Analyses,
 ) -> _Variant | None:
     """The variant to keep for one kernel (None: the input), with the entry filled in."""
