@@ -56,19 +56,28 @@ def _pass(text: str, block: tuple[int, int, int] | None = None, launched: str = 
     return module, out, report
 
 
+def _stand_in(monkeypatch, rematerialize) -> None:
+    """Stand-ins for remat.py and its analysis (developed beside this pass), with `rematerialize` as given."""
+    for name, attribute, value in (
+        (REMAT, "rematerialize", rematerialize),
+        ("ptxtool.analysis.remat", "readonly_loads", lambda module, function, cfg: lambda op: False),
+    ):
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        setattr(module, attribute, value)
+        monkeypatch.setitem(sys.modules, name, module)
+
+
 @pytest.fixture
 def no_remat(monkeypatch):
-    """A stand-in for the remat module (developed beside this pass) that finds nothing to rematerialize."""
+    """A remat stand-in that finds nothing to rematerialize; the calls it got."""
     calls = []
 
-    def rematerialize(function, cfg, loops, *, readonly=None, limit=None):
+    def rematerialize(function, cfg, loops, *, readonly=None, limit=None, pure=False):
         calls.append((function.name, cfg.function is function, loops))
         return function, ()
 
-    stand_in = types.ModuleType(REMAT)
-    stand_in.__spec__ = importlib.machinery.ModuleSpec(REMAT, None)
-    stand_in.rematerialize = rematerialize
-    monkeypatch.setitem(sys.modules, REMAT, stand_in)
+    _stand_in(monkeypatch, rematerialize)
     return calls
 
 
@@ -213,22 +222,20 @@ def test_the_pass_asks_remat_for_each_kernel_it_works_on(no_remat) -> None:
 def test_remat_variants_are_kept_only_when_ptxas_numbers_improve(monkeypatch) -> None:
     """A variant that changes the body without lowering ptxas's registers or spills is dropped by the rule."""
 
-    def rematerialize(function, cfg, loops, *, readonly=None, limit=None):
+    def rematerialize(function, cfg, loops, *, readonly=None, limit=None, pure=False):
         first = next(ast.instructions(function.body))  # ld.param: recomputed as itself, the same program
-        again = ast.Instruction(first.opcode, first.modifiers, first.operands, first.guard)
-        statements = (*function.body.statements[:1], again, *function.body.statements[1:])
+        again = replace(first, line=0, column=0)  # inserted: no input position
+        at = function.body.statements.index(first) + 1
+        statements = (*function.body.statements[:at], again, *function.body.statements[at:])
         body = replace(function.body, statements=statements)
         return replace(function, body=body), ("stand-in",)
 
-    stand_in = types.ModuleType(REMAT)
-    stand_in.__spec__ = importlib.machinery.ModuleSpec(REMAT, None)
-    stand_in.rematerialize = rematerialize
-    monkeypatch.setitem(sys.modules, REMAT, stand_in)
+    _stand_in(monkeypatch, rematerialize)
     _, _, report = _pass(PRESSURE.read_text())
-    for k in report.kernels:
-        for t in k.tried:
-            if "rematerialized" in t.change and t.numbers is not None:
-                assert t.verdict != "chosen"
+    tried = [t for k in report.kernels for t in k.tried if "rematerialized" in t.change and t.numbers is not None]
+    assert tried and all(t.verdict != "chosen" for t in tried)
+    assert all(t.verdict.startswith("dropped") for t in tried)
+    assert any("rematerialization does not lower" in t.verdict for t in tried)
 
 
 @pytest.mark.skipif(not remat_available(), reason="ptxtool/passes/registers/remat.py is developed on another branch")

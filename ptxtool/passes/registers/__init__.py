@@ -283,17 +283,35 @@ def _variants(
     )
     found = [_Variant(c.change, bounds.apply(function, c.bounds), c.bounds) for c in proposals]
     if settings.remat and remat_available():
-        remat = importlib.import_module(REMAT)
-        cfg, loops = analyses.get("cfg", function), analyses.get("loops", function)
-        sunk, remats = remat.rematerialize(function, cfg, loops)
-        if remats:
-            what = f"{len(remats)} value{'s' * (len(remats) != 1)} rematerialized"
-            found.insert(0, _Variant(what, sunk, current, tuple(remats)))
-            found += [
-                _Variant(f"{v.change}, {what}", bounds.apply(sunk, v.bounds), v.bounds, tuple(remats))
-                for v in found[1 : 1 + len(proposals)]
+        remats = _remat_variants(module, function, current, analyses)
+        found = (
+            remats
+            + found
+            + [
+                _Variant(f"{v.change}, {r.change}", bounds.apply(r.function, v.bounds), v.bounds, r.remats)
+                for r in remats[:1]
+                for v in found
             ]
+        )
     return found[: settings.limit]
+
+
+def _remat_variants(
+    module: ast.Module, function: ast.Function, current: bounds.Bounds, analyses: Analyses
+) -> list[_Variant]:
+    """The function with loop-carried values recomputed at their reads (remat.py): the form ptxas keeps (values
+    that reload read-only global memory), then also pure arithmetic, which ptxas may hoist back; distinct ones only."""
+    remat = importlib.import_module(REMAT)
+    readonly_loads = importlib.import_module("ptxtool.analysis.remat").readonly_loads  # developed with remat.py
+    cfg, loops = analyses.get("cfg", function), analyses.get("loops", function)
+    readonly = readonly_loads(module, function, cfg)
+    found: list[_Variant] = []
+    for pure in (False, True):
+        sunk, done = remat.rematerialize(function, cfg, loops, readonly=readonly, pure=pure)
+        if done and all(v.function != sunk for v in found):
+            what = f"{len(done)} value{'s' * (len(done) != 1)} rematerialized" + (" (with pure arithmetic)" * pure)
+            found.append(_Variant(what, sunk, current, tuple(done)))
+    return found
 
 
 def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> tuple[ast.Module, RegistersReport]:
