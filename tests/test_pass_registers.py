@@ -264,3 +264,94 @@ def test_output_is_bit_identical_and_timed_on_the_gpu() -> None:
     if k.changed:
         assert k.chosen_by == "GPU time" and k.speed.identical and k.speed.low > 1
         assert result.checks.gpu == "identical"
+
+
+LOOP = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(.param .u64 p, .param .u32 n)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<4>;
+	.reg .f32 	%f<3>;
+
+	ld.param.u64 	%rd1, [p];
+	ld.param.u32 	%r1, [n];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r2, 0;
+$L_loop:
+	ld.global.f32 	%f1, [%rd2];
+	add.f32 	%f2, %f1, %f1;
+	st.global.f32 	[%rd2], %f2;
+	add.s32 	%r2, %r2, 1;
+	setp.lt.s32 	%p1, %r2, %r1;
+	@%p1 bra 	$L_loop;
+	ret;
+}
+"""
+
+
+def test_rematerialized_bodies_are_spliced_as_insertions_and_edits() -> None:
+    """What remat.py returns (a declaration, a recomputed copy of a definition that keeps its original's position,
+    a read rewritten) becomes inserted lines and one edited line; the recomputation counts as inside the loop."""
+    from ptxtool.passes.registers import _as_inserted
+
+    module = parse(LOOP)
+    (function,) = module.functions
+    body = function.body.statements
+    cvta = next(s for s in body if isinstance(s, ast.Instruction) and s.opcode == "cvta")
+    load = next(s for s in body if isinstance(s, ast.Instruction) and s.opcode == "ld" and "global" in s.modifiers)
+    declaration = parse(".version 8.0\n.target sm_90\n.entry e() {\n.reg .b64 %x<2>;\nret;\n}\n").functions[0]
+    declaration = declaration.body.statements[0]
+    copy = replace(cvta, operands=(ast.Name("%x0"), *cvta.operands[1:]))  # still at the cvta's line and column
+    address = replace(load.operands[1], base=ast.Name("%x0"))
+    statements = []
+    for s in body:
+        if s is load:
+            statements += [copy, replace(load, operands=(load.operands[0], address))]
+        else:
+            statements.append(s)
+        if s is body[3]:  # after the declarations
+            statements.append(declaration)
+    sunk = replace(function, body=_as_inserted(function.body, replace(function.body, statements=tuple(statements))))
+    cvtas = [s for s in sunk.body.statements if isinstance(s, ast.Instruction) and s.opcode == "cvta"]
+    assert [s.line for s in cvtas] == [cvta.line, 0]  # the copy is an insertion, charged to no input line
+    optimized = ast.Module((*module.items[:-1], sunk), module.footer)
+    out = splice(LOOP, module, optimized)
+    assert format_module(parse(out)) == format_module(optimized)
+    removed = [line for line in LOOP.splitlines() if line not in out.splitlines()]
+    added = [line for line in out.splitlines() if line not in LOOP.splitlines()]
+    assert removed == ["\tld.global.f32 \t%f1, [%rd2];"]
+    assert added == ["\t.reg .b64 %x<2>;", "\tcvta.to.global.u64 %x0, %rd1;", "\tld.global.f32 %f1, [%x0];"]
+
+
+@pytest.mark.usefixtures("ptxas", "no_remat")
+def test_cli_reports_loudly_and_writes_json(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    out = tmp_path / "out.ptx"
+    args = ["optimize", str(PRESSURE), "--passes", "registers", "-o", str(out)]
+    text = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert text.exit_code == 0 and "AUTHOR'S BOUNDS CHANGED: .maxntid 1024, 1, 1 .minnctapersm 2" in text.stderr
+    assert "1 kernel retuned by the register pass" in text.stderr and "not timed" in text.stderr
+    assert "nbody_tile: registers 56, 0 spill bytes: no variant is better" in text.stderr
+    data = json.loads(CliRunner().invoke(main, [*args, "--json"], catch_exceptions=False).stdout)
+    (report,) = [p for p in data["passes"] if p["pass"] == NAME]
+    k = next(k for k in report["kernels"] if k["kernel"] == "long_live_ranges")
+    assert k["author_bounds_changed"] and k["before"]["spill_bytes"] == 944 and k["after"]["occupancy"] == 0.5
+    assert data["changed"] and data["verified"] and ".minnctapersm 1" in out.read_text()
+
+
+def test_remat_rule_wants_fewer_registers_at_no_cost() -> None:
+    loops = frozenset({10})
+    hoisted = Numbers(80, 0, 0, occupancy=0.375, limited_by="registers")
+    assert preferred(hoisted, Numbers(32, 0, 0, occupancy=1.0), loops, remat_only=True)
+    assert not preferred(hoisted, Numbers(80, 0, 0, occupancy=0.375), loops, remat_only=True)
+    assert not preferred(hoisted, Numbers(72, 8, 8, occupancy=0.5, spills=((10, 8),)), loops, remat_only=True)
+    assert not preferred(hoisted, Numbers(32, 0, 0, occupancy=1.0), loops)  # as a bounds change: no spills to cut

@@ -114,6 +114,11 @@ def apply(function: ast.Function, bounds: Bounds) -> ast.Function:
     return replace(function, directives=tuple(directives), body=body)
 
 
+def dynamic_shared(module: ast.Module) -> bool:
+    """Whether the module declares `.extern .shared` memory: a kernel may then take any amount at launch."""
+    return any(isinstance(i, ast.Declaration) and i.has(".extern") and i.has(".shared") for i in module.items)
+
+
 def smem_spilling_allowed(module: ast.Module, arch: str) -> bool:
     """Whether the file's `.version` and `.target` (and the target assembled for) allow the smem-spilling pragma."""
     ptx = version(module.version or "") or (0, 0)
