@@ -355,3 +355,43 @@ def test_remat_rule_wants_fewer_registers_at_no_cost() -> None:
     assert not preferred(hoisted, Numbers(80, 0, 0, occupancy=0.375), loops, remat_only=True)
     assert not preferred(hoisted, Numbers(72, 8, 8, occupancy=0.5, spills=((10, 8),)), loops, remat_only=True)
     assert not preferred(hoisted, Numbers(32, 0, 0, occupancy=1.0), loops)  # as a bounds change: no spills to cut
+
+
+@pytest.mark.usefixtures("ptxas", "no_remat")
+def test_with_a_spec_the_fastest_identical_variant_is_kept_and_the_input_competes(monkeypatch, tmp_path) -> None:
+    """The choice by time, with bench and run standing in for the GPU: a faster variant whose outputs differ is
+    never kept, a faster identical one is, and when nothing beats the input beyond noise the input stays."""
+    import ptxtool.services.bench as bench_service
+    import ptxtool.services.run as run_service
+    from ptxtool.services.bench import Timing
+    from ptxtool.services.registers import stage
+
+    times: dict[str, float] = {}  # the kernel's bounds as written -> its time
+
+    def fake_bench(sources, spec, kernel=None, **_):
+        timings = []
+        for s in sources:
+            written = bounds.read(next(f for f in parse(s.text).functions if f.name == kernel)).describe()
+            timings.append(Timing(s.path, [times.get(written, 1.0)] * 40, 0))
+        return types.SimpleNamespace(timings=timings)
+
+    def fake_run(sources, spec, kernel=None, **_):
+        written = bounds.read(next(f for f in parse(sources[1].text).functions if f.name == kernel)).describe()
+        return types.SimpleNamespace(verdict="differs" if "smem" in written else "identical")
+
+    monkeypatch.setattr(bench_service, "bench", fake_bench)
+    monkeypatch.setattr(run_service, "run", fake_run)
+    source = Source(str(PRESSURE), PRESSURE.read_text())
+    spec = str(DATA / "long_live_ranges.toml")
+    times.update({'.maxntid 1024, 1, 1 .minnctapersm 2 .pragma "enable_smem_spilling"': 0.2})
+    times.update({".maxntid 1024, 1, 1 .minnctapersm 1": 0.5})
+    text, report, problems = stage(source.text, source, "sm_90", spec)
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    assert not problems and k.chosen_by == "GPU time" and k.changes == (".minnctapersm 2 -> 1",)
+    assert k.speed.speedup == pytest.approx(2.0) and k.speed.low == pytest.approx(2.0)
+    assert ".minnctapersm 1" in text
+    assert all(t.speed is not None for t in k.tried if t.numbers and not t.verdict.startswith("dropped"))
+    times.clear()  # every variant as fast as the input: noise, the input stays
+    text, report, _ = stage(source.text, source, "sm_90", spec)
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    assert text == source.text and not k.changed and "beyond noise" in k.note
