@@ -8,6 +8,7 @@ import importlib.machinery
 import sys
 import types
 from dataclasses import replace
+from itertools import product
 from math import prod
 from pathlib import Path
 
@@ -89,12 +90,26 @@ def test_long_live_ranges_loses_its_spills_by_relaxing_nvccs_bounds() -> None:
     assert result.verified and k.changed and k.author_bounds_changed
     assert k.before.spill_bytes >= 900 and k.after.spill_bytes * 4 <= k.before.spill_bytes
     assert k.chosen_by == "ptxas numbers (not timed)"
+    kernel = next(c for c in result.kernels if c.name == "long_live_ranges")  # optimize's own table agrees
+    assert (kernel.before.registers, kernel.after.registers) == (k.before.registers, k.after.registers)
     # ptxas's own numbers for the written text, not the pass's word
     before, after = _numbers(source.text)["long_live_ranges"], _numbers(result.text)["long_live_ranges"]
     assert (before.registers, before.spill_bytes) == (32, 944)
     assert after.spill_bytes == k.after.spill_bytes < 64 and after.registers > 32
     changed = [(a, b) for a, b in zip(source.text.splitlines(), result.text.splitlines(), strict=True) if a != b]
     assert changed == [(".minnctapersm 2", ".minnctapersm 1")]  # one line, edited in place
+
+
+@pytest.mark.usefixtures("ptxas", "no_remat")
+def test_an_authors_maxnreg_that_forces_spills_is_raised() -> None:
+    text = PRESSURE.read_text().replace(".maxntid 1024, 1, 1\n.minnctapersm 2", ".maxnreg 32")
+    _, out, report = _pass(text)
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    assert k.before.registers == 32 and k.before.spill_bytes > 0
+    assert k.changed and k.author_bounds_changed and k.after.spill_bytes * 4 <= k.before.spill_bytes
+    assert all(change.startswith(".maxnreg 32") for change in k.changes)
+    after = bounds.read(next(f for f in out.functions if f.name == "long_live_ranges"))
+    assert after.maxnreg is None or after.maxnreg > 32
 
 
 @pytest.mark.usefixtures("ptxas", "no_remat")
@@ -129,8 +144,10 @@ def test_maxntid_is_lowered_to_the_specs_block_and_never_below() -> None:
         # the spec's block bounds only the kernel it launches: the others keep their own .maxntid
         floor = 512 if after.name == "long_live_ranges" else bounds.read(before).threads
         assert bounds.read(after).threads >= floor
-    written = bounds.Bounds(maxntid=(1024, 1, 1), minnctapersm=2)
-    for block in ((1024, 1, 1), (256, 1, 1), (32, 16, 2), (96, 1, 1)):
+    for written, block in product(
+        (bounds.Bounds(maxntid=(1024, 1, 1), minnctapersm=2), bounds.Bounds(maxntid=(1024,), minnctapersm=2)),
+        ((1024, 1, 1), (256, 1, 1), (32, 16, 2), (16, 16, 1), (96, 1, 1)),
+    ):
         for c in bounds.candidates(
             written,
             arch="sm_90",
@@ -385,13 +402,13 @@ def test_with_a_spec_the_fastest_identical_variant_is_kept_and_the_input_compete
     spec = str(DATA / "long_live_ranges.toml")
     times.update({'.maxntid 1024, 1, 1 .minnctapersm 2 .pragma "enable_smem_spilling"': 0.2})
     times.update({".maxntid 1024, 1, 1 .minnctapersm 1": 0.5})
-    text, report, problems = stage(source.text, source, "sm_90", spec)
+    text, report, problems, _ = stage(source.text, source, "sm_90", spec)
     k = next(k for k in report.kernels if k.name == "long_live_ranges")
     assert not problems and k.chosen_by == "GPU time" and k.changes == (".minnctapersm 2 -> 1",)
     assert k.speed.speedup == pytest.approx(2.0) and k.speed.low == pytest.approx(2.0)
     assert ".minnctapersm 1" in text
     assert all(t.speed is not None for t in k.tried if t.numbers and not t.verdict.startswith("dropped"))
     times.clear()  # every variant as fast as the input: noise, the input stays
-    text, report, _ = stage(source.text, source, "sm_90", spec)
+    text, report, _, _ = stage(source.text, source, "sm_90", spec)
     k = next(k for k in report.kernels if k.name == "long_live_ranges")
     assert text == source.text and not k.changed and "beyond noise" in k.note

@@ -278,8 +278,10 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     if REGISTERS in options.passes and not problems:
         from ptxtool.services.registers import stage
 
-        result.text, registers, result.problems = stage(result.text, source, arch, options.spec)
+        result.text, registers, result.problems, written = stage(result.text, source, arch, options.spec)
         result.reports.append(registers)
+        for k in result.kernels:
+            k.after = written.get(k.name, k.after)
     if options.spec and result.changed and not result.problems:
         result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
     result.options, result.original = options, source.text

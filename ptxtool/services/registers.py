@@ -20,6 +20,7 @@ from ptxtool.syntax import ast, format_module, parse
 from ptxtool.syntax.printer import LINE
 from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.occupancy import occupancy
+from ptxtool.toolchain.resources import FunctionResources
 from ptxtool.toolchain.sass import listing, parse_op
 
 LOCAL_MEMORY = frozenset(("STL", "LDL"))
@@ -121,9 +122,12 @@ def timer(source: Source, spec_path: str):
     return time
 
 
-def stage(text: str, source: Source, arch: str, spec_path: str | None) -> tuple[str, RegistersReport, list[str]]:
+def stage(
+    text: str, source: Source, arch: str, spec_path: str | None
+) -> tuple[str, RegistersReport, list[str], dict[str, FunctionResources]]:
     """Run the register pass over `text` (the verified output of the passes before it): the text to write, the
-    report, and the problems that keep anything from being written."""
+    report, the problems that keep anything from being written, and ptxas's resources of what is written (empty
+    when nothing changed)."""
     from ptxtool.services.launch import find_kernel, load_spec
 
     module = parse(text)
@@ -140,7 +144,7 @@ def stage(text: str, source: Source, arch: str, spec_path: str | None) -> tuple[
     optimized, (report,) = run_pipeline(module, (NAME,), {NAME: settings})
     assert isinstance(report, RegistersReport)
     if not report.changed:
-        return text, report, []
+        return text, report, [], {}
     out = splice(text, module, optimized)
     if format_module(parse(out)) != format_module(optimized):
         raise RuntimeError("the spliced output is not the module the register pass chose (a splicing bug)")
@@ -155,7 +159,7 @@ def stage(text: str, source: Source, arch: str, spec_path: str | None) -> tuple[
                 f"{source.display}: {k.name}: ptxas made {got} of the output, not the {k.after.registers} registers"
                 f" and {k.after.spill_bytes} spill bytes the register pass measured"  # type: ignore[union-attr]
             )
-    return out, report, problems
+    return out, report, problems, written
 
 
 # ---------------------------------------------------------------- splicing

@@ -157,7 +157,9 @@ def candidates(
                     add(replace(bounds, maxnreg=raised), f".maxnreg {cap} -> {raised}")
             add(replace(bounds, maxnreg=None), f".maxnreg {cap} removed")
         if block and bounds.maxntid and not bounds.reqntid and prod(block) < prod(bounds.maxntid):
-            spec = tuple(block[: len(bounds.maxntid)])
+            # ptxas reads the product; dimensions as the author wrote them (a 1-D .maxntid takes the block's size)
+            n = len(bounds.maxntid)
+            spec = tuple(block) if n == len(block) else (prod(block), *(1,) * (n - 1))
             change = f".maxntid {', '.join(map(str, bounds.maxntid))} -> {', '.join(map(str, spec))} (the spec's block)"
             add(replace(bounds, maxntid=spec), change)
         if smem_spilling and (bounds.maxntid or bounds.reqntid) and not bounds.smem_spilling:
