@@ -424,10 +424,9 @@ def _choose(
         if why is None and v.remats:
             plain = next((j for j, w in enumerate(variants) if not w.remats and w.bounds == v.bounds), -1)
             base = entry.before if v.bounds == written else measured.get((entry.name, plain))
-            if isinstance(base, Numbers) and (numbers.registers, numbers.spill_bytes) >= (
-                base.registers,
-                base.spill_bytes,
-            ):
+            if not isinstance(base, Numbers):  # the same bounds without it were not compiled: nothing to compare
+                why = "no numbers for the same bounds without rematerialization"
+            elif (numbers.registers, numbers.spill_bytes) >= (base.registers, base.spill_bytes):
                 why = "rematerialization does not lower ptxas's registers or spills"
         entry.tried.append(Tried(v.change, numbers, f"dropped: {why}" if why else "kept"))
         if why is None:
