@@ -8,7 +8,8 @@ Two steps, because the GPU machine need not have ptxas or nvcc:
     python benchmarks/registers.py prepare .bench-registers --gpu  # both, where one machine has everything
 
 Kernels: the corpus's pressure.cu (nvcc's launch bounds, on purpose), benchmarks/registers/streams.cu (sums over
-16/32/48 streams, an unrolled 32-row reduction, a radius-16 stencil) compiled with the wheel's nvcc for sm_90, and
+16/32/48 streams, an unrolled 32-row reduction, a radius-16 stencil) and tests/data/registers/many_streams.cu
+(pointers and offsets loaded from tables: rematerialization's case) compiled with the wheel's nvcc for sm_90, and
 benchmarks/registers/triton (spill-prone Triton 3.6 kernels: attention and layernorm backward, a wide softmax).
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))
 STREAMS = ROOT / "benchmarks" / "registers" / "streams.cu"
+MANY_STREAMS = ROOT / "tests" / "data" / "registers" / "many_streams.cu"  # pointers loaded from memory (remat)
 TRITON = ROOT / "benchmarks" / "registers" / "triton"  # Triton 3.6 PTX for sm_90a (its README)
 ARCH = "sm_90"
 N = 1 << 22
@@ -127,6 +129,16 @@ def specs() -> dict[str, dict]:
                 {"name": "eps2", "type": "f32", "value": 0.01},
             ],
         },
+        "sum_offsets": {  # many_streams.cu's sum_table reads a table of pointers, which a spec cannot express
+            "grid": 1056,
+            "block": 256,
+            "params": [
+                *_buffers(["in"], 49 * (1 << 20)),
+                {"name": "offsets", "type": "s32", "count": 48, "init": "iota", "start": 0, "step": 1 << 20},
+                {"name": "out", "type": "f32", "count": 1 << 20, "output": True},
+                {"name": "n", "type": "s32", "value": 1 << 20},
+            ],
+        },
         "sum16": _sum_spec(16, 256),
         "sum32": _sum_spec(32, 256),
         "sum48": _sum_spec(48, 512),
@@ -156,7 +168,7 @@ def specs() -> dict[str, dict]:
 
 def entry(source: str, kernel: str) -> str:
     """A benchmark's name: the kernel's in a file of several, the file's for Triton's (one kernel each)."""
-    return kernel if source in ("pressure", "streams") else source
+    return kernel if source in ("pressure", "streams", "many_streams") else source
 
 
 def _toml(kernel: str, spec: dict) -> str:
@@ -189,6 +201,7 @@ def prepare(out: Path) -> list[dict]:
     sources = {
         "pressure": (CORPUS / "ptx" / "pressure.sm90.ptx").read_text(),
         "streams": cuda_to_ptx(str(STREAMS), ARCH),
+        "many_streams": cuda_to_ptx(str(MANY_STREAMS), ARCH),
         **{p.name.removesuffix(".sm90.ptx"): p.read_text() for p in sorted(TRITON.glob("*.sm90.ptx"))},
     }
     rows = []
@@ -233,6 +246,9 @@ def gpu(folder: Path, launches: int = 200) -> list[dict]:
     print(f"{'kernel':20} {'input us':>10} {'output us':>10} {'speedup':>8} {'95% interval':>14}  outputs")
     for r in rows:
         spec_path = folder / f"{entry(r['source'], r['kernel'])}.toml"
+        if not spec_path.is_file():
+            print(f"{entry(r['source'], r['kernel']):20} no launch spec: ptxas numbers only")
+            continue
         texts = [(folder / f"{r['source']}.{v}.ptx").read_text() for v in ("input", "registers")]
         sources = [Source(f"{r['source']}.{v}.ptx", t) for v, t in zip(("input", "registers"), texts, strict=True)]
         spec = load_spec(str(spec_path))

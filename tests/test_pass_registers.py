@@ -5,6 +5,7 @@ into the input's own text, and (marked `gpu`) the output computes bit for bit wh
 from __future__ import annotations
 
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from dataclasses import replace
@@ -13,8 +14,9 @@ from math import prod
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, ROOT
 
+from ptxtool.errors import EnvironmentProblem
 from ptxtool.passes import run_pipeline
 from ptxtool.passes.registers import (
     NAME,
@@ -412,3 +414,39 @@ def test_with_a_spec_the_fastest_identical_variant_is_kept_and_the_input_compete
     text, report, _, _ = stage(source.text, source, "sm_90", spec)
     k = next(k for k in report.kernels if k.name == "long_live_ranges")
     assert text == source.text and not k.changed and "beyond noise" in k.note
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """benchmarks/registers.py's inputs, the pass's outputs and launch specs, made once."""
+    spec = importlib.util.spec_from_file_location("registers_benchmark", ROOT / "benchmarks" / "registers.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    folder = tmp_path_factory.mktemp("registers")
+    try:
+        return benchmark, folder, benchmark.prepare(folder)
+    except EnvironmentProblem as problem:  # nvcc needs a host C++ compiler
+        pytest.skip(f"cannot build the benchmark's CUDA here: {problem}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(REASON is not None, reason=f"no GPU: {REASON}")
+@pytest.mark.usefixtures("ptxas")
+def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
+    from ptxtool.services.launch import load_spec
+    from ptxtool.services.run import run
+
+    benchmark, folder, rows = prepared
+    checked = 0
+    for r in rows:
+        spec = folder / f"{benchmark.entry(r['source'], r['kernel'])}.toml"
+        if not r["changes"] or not spec.is_file():
+            continue
+        sources = [
+            Source(f"{r['source']}.{v}.ptx", (folder / f"{r['source']}.{v}.ptx").read_text())
+            for v in ("input", "registers")
+        ]
+        report = run(sources, load_spec(str(spec)), r["kernel"])
+        assert report.verdict == "identical", (r["kernel"], report.verdict)
+        checked += 1
+    assert checked >= 4  # long_live_ranges, row_reduce32, stencil_r16, sum_offsets at least
