@@ -233,8 +233,9 @@ def prepare(out: Path) -> list[dict]:
     return rows
 
 
-def gpu(folder: Path, launches: int = 200) -> list[dict]:
-    """Per kernel: input and output on identical inputs (bit for bit), then timed side by side, interleaved."""
+def gpu(folder: Path, launches: int = 200, ptxas: bool = False) -> list[dict]:
+    """Per kernel: input and output on identical inputs (bit for bit), then timed side by side, interleaved;
+    assembled by the driver's JIT, or with `ptxas` by the wheel's ptxas (whose numbers the table shows)."""
     from ptxtool.passes.registers import speed_of
     from ptxtool.services.bench import bench
     from ptxtool.services.launch import load_spec
@@ -252,8 +253,8 @@ def gpu(folder: Path, launches: int = 200) -> list[dict]:
         texts = [(folder / f"{r['source']}.{v}.ptx").read_text() for v in ("input", "registers")]
         sources = [Source(f"{r['source']}.{v}.ptx", t) for v, t in zip(("input", "registers"), texts, strict=True)]
         spec = load_spec(str(spec_path))
-        verdict = run(sources, spec, r["kernel"]).verdict
-        timing = bench(sources, spec, r["kernel"], launches=launches).timings
+        verdict = run(sources, spec, r["kernel"], ptxas=ptxas).verdict
+        timing = bench(sources, spec, r["kernel"], launches=launches, ptxas=ptxas).timings
         speed = speed_of(timing[0].samples, timing[1].samples, verdict == "identical")
         same = " (same PTX)" if texts[0] == texts[1] or not r["changes"] else ""
         name = entry(r["source"], r["kernel"])
@@ -272,11 +273,12 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--gpu", action="store_true", help="after prepare, also time input vs output on the GPU")
     parser.add_argument("--launches", type=int, default=200)
+    parser.add_argument("--ptxas", action="store_true", help="assemble with the wheel's ptxas, not the driver's JIT")
     args = parser.parse_args()
     if args.step == "prepare":
         prepare(args.folder)
     if args.step == "gpu" or args.gpu:
-        gpu(args.folder, args.launches)
+        gpu(args.folder, args.launches, args.ptxas)
 
 
 if __name__ == "__main__":

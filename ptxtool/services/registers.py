@@ -91,7 +91,8 @@ def measure(
 
 def timer(source: Source, spec_path: str):
     """Time a kernel's variants against the input with the spec (`ptxtool bench`), and check each faster one's
-    outputs bit for bit (`ptxtool run`); None for a kernel the spec does not launch."""
+    outputs bit for bit (`ptxtool run`), all assembled by the ptxas whose numbers the pass judged (not the
+    driver's JIT); None for a kernel the spec does not launch."""
     from ptxtool.errors import InputError
     from ptxtool.services.bench import bench
     from ptxtool.services.launch import find_kernel, load_spec
@@ -110,12 +111,13 @@ def timer(source: Source, spec_path: str):
             Source(f"{source.display} (variant {i})" if i else source.display, format_module(m))
             for i, m in enumerate(modules)
         ]
-        timings = bench(texts, spec, kernel).timings
+        timings = bench(texts, spec, kernel, ptxas=True).timings  # the cubins whose numbers were judged
         speeds = [Speed(timings[0].median_us, 1.0, 1.0, 1.0, True)]
         for text, timing in zip(texts[1:], timings[1:], strict=True):
             speed = speed_of(timings[0].samples, timing.samples, None)
             if speed.speedup > 1:
-                speed = replace(speed, identical=run([texts[0], text], spec, kernel).verdict == "identical")
+                same = run([texts[0], text], spec, kernel, ptxas=True).verdict == "identical"
+                speed = replace(speed, identical=same)
             speeds.append(speed)
         return speeds
 
