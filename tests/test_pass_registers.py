@@ -381,6 +381,7 @@ def test_with_a_spec_the_fastest_identical_variant_is_kept_and_the_input_compete
     """The choice by time, with bench and run standing in for the GPU: a faster variant whose outputs differ is
     never kept, a faster identical one is, and when nothing beats the input beyond noise the input stays."""
     import ptxtool.services.bench as bench_service
+    import ptxtool.services.optimize as optimize_service
     import ptxtool.services.run as run_service
     from ptxtool.services.bench import Timing
     from ptxtool.services.registers import stage
@@ -410,6 +411,10 @@ def test_with_a_spec_the_fastest_identical_variant_is_kept_and_the_input_compete
     assert k.speed.speedup == pytest.approx(2.0) and k.speed.low == pytest.approx(2.0)
     assert ".minnctapersm 1" in text
     assert all(t.speed is not None for t in k.tried if t.numbers and not t.verdict.startswith("dropped"))
+    compared = []  # optimize --verify-gpu compares what is written with the input, on the GPU
+    monkeypatch.setattr(optimize_service, "_compare_on_gpu", lambda s, text, _: compared.append(text) or ("x", 1, []))
+    written = optimize_service.execute(optimize_service.Options(passes=(NAME,), spec=spec), source)
+    assert compared == [written.text] and ".minnctapersm 1" in written.text and written.checks.gpu == "x"
     times.clear()  # every variant as fast as the input: noise, the input stays
     text, report, _, _ = stage(source.text, source, "sm_90", spec)
     k = next(k for k in report.kernels if k.name == "long_live_ranges")
