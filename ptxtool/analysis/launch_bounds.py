@@ -8,6 +8,8 @@ from math import prod
 
 from ptxtool.syntax import ast
 
+MAXNTID, REQNTID = ".maxntid", ".reqntid"  # the directives' words, spelled here alone
+
 
 @dataclass(frozen=True, slots=True)
 class BlockBounds:
@@ -27,8 +29,8 @@ class BlockBounds:
 
 def block_bounds(function: ast.Function) -> BlockBounds | None:
     """`.reqntid` when the kernel declares it (it fixes the block), else `.maxntid`; None when it declares neither."""
-    declared = {d.word: d for d in function.directives if d.word in (".reqntid", ".maxntid")}
-    chosen = declared.get(".reqntid") or declared.get(".maxntid")
+    declared = {d.word: d for d in function.directives if d.word in (REQNTID, MAXNTID)}
+    chosen = declared.get(REQNTID) or declared.get(MAXNTID)
     if chosen is None:
         return None
-    return BlockBounds(tuple(int(v.value) for v in chosen.values), chosen.word == ".reqntid")
+    return BlockBounds(tuple(int(v.value) for v in chosen.values), chosen.word == REQNTID)
