@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from ptxtool.syntax import ast
@@ -34,3 +34,10 @@ def block_bounds(function: ast.Function) -> BlockBounds | None:
     if chosen is None:
         return None
     return BlockBounds(tuple(int(v.value) for v in chosen.values), chosen.word == REQNTID)
+
+
+def with_exact_block(function: ast.Function, dims: tuple[int, ...]) -> ast.Function:
+    """The function declaring `.reqntid dims` in place of its `.maxntid`/`.reqntid` (a pass that grows the block)."""
+    exact = ast.PerfDirective(REQNTID, tuple(ast.Immediate(str(n)) for n in dims))
+    others = tuple(d for d in function.directives if d.word not in (REQNTID, MAXNTID))
+    return replace(function, directives=(exact, *others))
