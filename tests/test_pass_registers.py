@@ -4,9 +4,7 @@ into the input's own text, and (marked `gpu`) the output computes bit for bit wh
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
-import sys
 import types
 from dataclasses import replace
 from itertools import product
@@ -17,7 +15,7 @@ import pytest
 from conftest import CORPUS, ROOT
 
 from ptxtool.errors import EnvironmentProblem
-from ptxtool.passes import run_pipeline
+from ptxtool.passes import registers, run_pipeline
 from ptxtool.passes.registers import (
     NAME,
     Numbers,
@@ -25,7 +23,6 @@ from ptxtool.passes.registers import (
     bounds,
     preferred,
     pruned,
-    remat_available,
     speed_of,
 )
 from ptxtool.services.optimize import optimize
@@ -37,7 +34,6 @@ from ptxtool.toolchain.gpu import probe
 
 PRESSURE = CORPUS / "ptx" / "pressure.sm90.ptx"
 DATA = Path(__file__).parent / "data" / "registers"
-REMAT = "ptxtool.passes.registers.remat"
 
 
 def _kernel(result, name: str):
@@ -60,15 +56,9 @@ def _pass(text: str, block: tuple[int, int, int] | None = None, launched: str = 
 
 
 def _stand_in(monkeypatch, rematerialize) -> None:
-    """Stand-ins for remat.py and its analysis (developed beside this pass), with `rematerialize` as given."""
-    for name, attribute, value in (
-        (REMAT, "rematerialize", rematerialize),
-        ("ptxtool.analysis.remat", "readonly_loads", lambda module, function, cfg: lambda op: False),
-    ):
-        module = types.ModuleType(name)
-        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-        setattr(module, attribute, value)
-        monkeypatch.setitem(sys.modules, name, module)
+    """remat.py (and its read-only analysis) replaced for one test by `rematerialize`."""
+    monkeypatch.setattr(registers, "remat", types.SimpleNamespace(rematerialize=rematerialize))
+    monkeypatch.setattr(registers, "readonly_loads", lambda module, function, cfg: lambda op: False)
 
 
 @pytest.fixture
@@ -257,7 +247,6 @@ def test_remat_variants_are_kept_only_when_ptxas_numbers_improve(monkeypatch) ->
     assert any("rematerialization does not lower" in t.verdict for t in tried)
 
 
-@pytest.mark.skipif(not remat_available(), reason="ptxtool/passes/registers/remat.py is developed on another branch")
 @pytest.mark.usefixtures("ptxas")
 def test_remat_alone_never_makes_ptxas_numbers_worse() -> None:
     module, out, report = _pass(PRESSURE.read_text())

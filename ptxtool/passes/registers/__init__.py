@@ -15,15 +15,14 @@ change of nvcc's bounds, measured 2.17x on an H200.)
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ptxtool.analysis.remat import readonly_loads
 from ptxtool.errors import InputError
-from ptxtool.passes.registers import bounds
+from ptxtool.passes.registers import bounds, remat
 from ptxtool.passes.report import PassReport
 from ptxtool.syntax import ast
 
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from ptxtool.passes import Analyses
 
 NAME = "registers"
-REMAT = "ptxtool.passes.registers.remat"
 NOT_TIMED = "ptxas numbers (not timed)"
 
 
@@ -266,11 +264,6 @@ def _loop_lines(function: ast.Function, analyses: Analyses) -> frozenset[int]:
     return frozenset(op.line for b in blocks for op in cfg.ops(cfg.blocks[b]))
 
 
-def remat_available() -> bool:
-    """Whether the rematerialization module is part of this ptxtool (it is developed beside this pass)."""
-    return importlib.util.find_spec(REMAT) is not None
-
-
 def _variants(
     module: ast.Module, function: ast.Function, numbers: Numbers, settings: RegisterSettings, analyses: Analyses
 ) -> list[_Variant]:
@@ -290,7 +283,7 @@ def _variants(
         and (launched or not bounds.dynamic_shared(module)),
     )
     found = [_Variant(c.change, bounds.apply(function, c.bounds), c.bounds) for c in proposals]
-    if settings.remat and remat_available():
+    if settings.remat:
         remats = _remat_variants(module, function, current, analyses)
         found = (
             remats
@@ -309,8 +302,6 @@ def _remat_variants(
 ) -> list[_Variant]:
     """The function with loop-carried values recomputed at their reads (remat.py): the form ptxas keeps (values
     that reload read-only global memory), then also pure arithmetic, which ptxas may hoist back; distinct ones only."""
-    remat = importlib.import_module(REMAT)
-    readonly_loads = importlib.import_module("ptxtool.analysis.remat").readonly_loads  # developed with remat.py
     cfg, loops = analyses.get("cfg", function), analyses.get("loops", function)
     readonly = readonly_loads(module, function, cfg)
     found: list[_Variant] = []
