@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, ROOT
 
-from ptxtool.errors import EnvironmentProblem
+from ptxtool.errors import EnvironmentProblem, InputError
 from ptxtool.passes import registers, run_pipeline
 from ptxtool.passes.registers import (
     NAME,
@@ -31,6 +31,7 @@ from ptxtool.sources import Source
 from ptxtool.syntax import ast, format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.gpu import probe
+from ptxtool.toolchain.occupancy import occupancy
 
 PRESSURE = CORPUS / "ptx" / "pressure.sm90.ptx"
 DATA = Path(__file__).parent / "data" / "registers"
@@ -444,3 +445,60 @@ def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
         assert report.verdict == "identical", (r["kernel"], report.verdict)
         checked += 1
     assert checked >= 4  # long_live_ranges, row_reduce32, stencil_r16, sum_offsets at least
+
+
+def _dynamic_smem_kernel(uses: bool) -> str:
+    """long_live_ranges under `.reqntid 128` and 16 blocks per SM (32 registers: 944 B spilled) in a module that
+    declares `.extern .shared` memory, which the kernel touches or not."""
+    text = PRESSURE.read_text().replace(".address_size 64\n", ".address_size 64\n.extern .shared .align 8 .b8 dyn[];\n")
+    text = text.replace(".maxntid 1024, 1, 1\n.minnctapersm 2", ".reqntid 128, 1, 1\n.minnctapersm 16")
+    load = "\tld.param.u32 \t%r2, [long_live_ranges_param_2];\n"
+    return text.replace(load, load + "\tmov.u32 \t%r7, dyn;\n") if uses else text
+
+
+def _smem_pragma(text: str, launched: str | None, dynamic: int):
+    """The pass's smem-spilling variant of long_live_ranges (None: not proposed) and the kernel's report."""
+    module = parse(text)
+
+    def numbers(m: ast.Module) -> dict[str, Numbers]:
+        return measure(m, arch="sm_90", path="t.ptx", launched=launched, block=(128, 1, 1), dynamic_shared=dynamic)
+
+    settings = RegisterSettings("sm_90", launched, (128, 1, 1), dynamic, numbers, remat=False)
+    _, (report,) = run_pipeline(module, (NAME,), {NAME: settings})
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    return next((t for t in k.tried if "enable_smem_spilling" in t.change), None), k
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_smem_spilling_is_proposed_with_a_specs_dynamic_shared_memory_when_it_fits() -> None:
+    tried, k = _smem_pragma(_dynamic_smem_kernel(uses=False), "long_live_ranges", 1024)
+    assert k.before.spill_bytes == 944 and k.before.shared == 0
+    assert tried is not None and not tried.verdict.startswith(("dropped", "ptxas rejects"))
+    # ptxas moves spills into shared memory: fewer local bytes, the spill area counted as the block's shared memory
+    assert tried.numbers.spill_bytes < k.before.spill_bytes and tried.numbers.shared >= 128 * 8
+    # the pragma lowers occupancy through shared memory: 16 blocks of (spill area + 1024 dynamic bytes) must fit
+    assert tried.numbers.occupancy == pytest.approx(
+        occupancy("sm_90", tried.numbers.registers, tried.numbers.shared + 1024, 128).occupancy
+    )
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_smem_spilling_is_dropped_when_the_spill_area_and_the_dynamic_memory_exceed_a_block() -> None:
+    tried, _ = _smem_pragma(_dynamic_smem_kernel(uses=False), "long_live_ranges", 232448 - 4000)
+    assert tried is not None and "the block has room for 4000" in tried.verdict
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_smem_spilling_is_not_proposed_without_the_dynamic_size_or_where_the_kernel_uses_it() -> None:
+    assert _smem_pragma(_dynamic_smem_kernel(uses=False), None, 0)[0] is None  # no spec: the launch's size unknown
+    text = _dynamic_smem_kernel(uses=True)
+    assert _smem_pragma(text, "long_live_ranges", 16)[0] is None
+    # why: ptxas refuses the pragma in a kernel that touches dynamic shared memory, whatever the launch gives
+    module = parse(text)
+    kernel = next(f for f in module.functions if f.name == "long_live_ranges")
+    assert bounds.uses_dynamic_shared(module, kernel)
+    forced = bounds.apply(kernel, replace(bounds.read(kernel), smem_spilling=True))
+    with pytest.raises(InputError, match="dynamic SMEM"):
+        compile_ptx(format_module(registers._with(module, {kernel.name: forced})), "t.ptx", "sm_90")
+    unused = parse(_dynamic_smem_kernel(uses=False))
+    assert not bounds.uses_dynamic_shared(unused, next(f for f in unused.functions if f.name == kernel.name))

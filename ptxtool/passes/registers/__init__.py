@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptxtool.analysis.remat import readonly_loads
 from ptxtool.errors import InputError
+from ptxtool.isa.targets import Target, shared_limit
 from ptxtool.passes.registers import bounds, remat
 from ptxtool.passes.report import PassReport
 from ptxtool.syntax import ast
@@ -204,9 +205,11 @@ class RegistersReport(PassReport):
 # ---------------------------------------------------------------- the rules
 
 
-def pruned(before: Numbers, variant: Numbers, loop_lines: frozenset[int]) -> str | None:
+def pruned(before: Numbers, variant: Numbers, loop_lines: frozenset[int], room: int | None = None) -> str | None:
     """Why ptxas's numbers rule a variant out before any timing (None: worth keeping): it adds local-memory traffic
-    inside loops, lowers occupancy for nothing, or comes out the same."""
+    inside loops, lowers occupancy for nothing, needs more shared memory than a block may have (`room`: the target's
+    per-block limit less the launch's dynamic shared memory; spills moved to shared memory count), or comes out
+    the same."""
     hot_before, hot = before.loop_spill_bytes(loop_lines), variant.loop_spill_bytes(loop_lines)
     if hot > hot_before:
         return f"adds spills inside loops ({hot_before} -> {hot} bytes of local-memory instructions)"
@@ -215,6 +218,8 @@ def pruned(before: Numbers, variant: Numbers, loop_lines: frozenset[int]) -> str
         return f"lowers occupancy ({occupancy_before:.0%} -> {occupancy_after:.0%}) for nothing"
     if variant.shared > bounds.MAX_STATIC_SHARED:
         return f"needs {variant.shared} bytes of static shared memory (more than {bounds.MAX_STATIC_SHARED})"
+    if room is not None and variant.shared > max(room, before.shared):
+        return f"needs {variant.shared} bytes of static shared memory, and the block has room for {room}"
     if (variant.registers, variant.spill_bytes, variant.occupancy) == (
         before.registers,
         before.spill_bytes,
@@ -278,8 +283,10 @@ def _variants(
         registers=numbers.registers,
         shared=shared,
         block=settings.block if launched else None,
-        # spilling to shared memory adds to the block's share: only where all of it is known (a spec, or no .extern)
+        # spilling to shared memory adds to the block's share: only where all of it is known (a spec, or no .extern);
+        # ptxas refuses it in a kernel that touches dynamic shared memory, whatever the launch gives
         smem_spilling=bounds.smem_spilling_allowed(module, settings.arch)
+        and not bounds.uses_dynamic_shared(module, function)
         and (launched or not bounds.dynamic_shared(module)),
     )
     found = [_Variant(c.change, bounds.apply(function, c.bounds), c.bounds) for c in proposals]
@@ -406,13 +413,17 @@ def _choose(
     assert entry.before is not None
     loops = _loop_lines(function, analyses)
     written = bounds.read(function)
+    target = Target.parse(settings.arch)
+    limit = shared_limit(target) if target else None
+    dynamic = settings.dynamic_shared if entry.name == settings.launched else 0
+    room = None if limit is None else limit - dynamic
     survivors: list[tuple[_Variant, Numbers, int]] = []  # variant, its numbers, its index in entry.tried
     for i, v in enumerate(variants):
         numbers = measured.get((entry.name, i), "not compiled")
         if isinstance(numbers, str):
             entry.tried.append(Tried(v.change, None, numbers))
             continue
-        why = pruned(entry.before, numbers, loops)
+        why = pruned(entry.before, numbers, loops, room)
         if why is None and v.remats:
             plain = next((j for j, w in enumerate(variants) if not w.remats and w.bounds == v.bounds), -1)
             base = entry.before if v.bounds == written else measured.get((entry.name, plain))

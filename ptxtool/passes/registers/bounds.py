@@ -120,6 +120,19 @@ def dynamic_shared(module: ast.Module) -> bool:
     return any(isinstance(i, ast.Declaration) and i.has(".extern") and i.has(".shared") for i in module.items)
 
 
+def uses_dynamic_shared(module: ast.Module, function: ast.Function) -> bool:
+    """Whether the kernel may touch `.extern .shared` memory: its body or any non-kernel function (a callee) names
+    one. ptxas refuses the smem-spilling pragma there ("not allowed for dynamic SMEM"), spec or no spec."""
+    names = {
+        d.name
+        for item in (*module.items, *(ast.walk(function.body) if function.body else ()))
+        if isinstance(item, ast.Declaration) and item.has(".extern") and item.has(".shared")
+        for d in item.declarators
+    }
+    bodies = [f.body for f in module.functions if f.body is not None and (f is function or not f.is_kernel)]
+    return bool(names) and any(isinstance(n, ast.Name) and n.text in names for body in bodies for n in ast.walk(body))
+
+
 def smem_spilling_allowed(module: ast.Module, arch: str) -> bool:
     """Whether the file's `.version` and `.target` (and the target assembled for) allow the smem-spilling pragma."""
     ptx = version(module.version or "") or (0, 0)
