@@ -502,3 +502,20 @@ def test_smem_spilling_is_not_proposed_without_the_dynamic_size_or_where_the_ker
         compile_ptx(format_module(registers._with(module, {kernel.name: forced})), "t.ptx", "sm_90")
     unused = parse(_dynamic_smem_kernel(uses=False))
     assert not bounds.uses_dynamic_shared(unused, next(f for f in unused.functions if f.name == kernel.name))
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_a_triton_kernel_spilling_at_255_registers_says_why_the_smem_pragma_is_not_tried() -> None:
+    text = (ROOT / "benchmarks" / "registers" / "triton" / "layernorm_bwd_dx.sm90.ptx").read_text()
+    module = parse(text)
+
+    def numbers(m: ast.Module) -> dict[str, Numbers]:
+        return measure(
+            m, arch="sm_90a", path="t.ptx", launched="layernorm_bwd_dx", block=(128, 1, 1), dynamic_shared=16
+        )
+
+    settings = RegisterSettings("sm_90a", "layernorm_bwd_dx", (128, 1, 1), 16, numbers, remat=False)
+    out, (report,) = run_pipeline(module, (NAME,), {NAME: settings})
+    (k,) = report.kernels
+    assert out is module and k.before.registers == 255 and k.before.spill_bytes > 0 and not k.tried
+    assert "ptxas refuses enable_smem_spilling in a kernel that uses dynamic shared memory" in k.note

@@ -368,6 +368,8 @@ def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> t
             pick = _choose(module, function, entry, variants[entry.name], measured, settings, analyses)
             if pick is not None:
                 chosen[entry.name] = pick.function
+        if entry.note and entry.before and entry.before.spill_bytes and bounds.uses_dynamic_shared(module, function):
+            entry.note += " (ptxas refuses enable_smem_spilling in a kernel that uses dynamic shared memory)"
     return _with(module, chosen), report
 
 
