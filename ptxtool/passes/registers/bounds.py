@@ -123,14 +123,15 @@ def dynamic_shared(module: ast.Module) -> bool:
 def uses_dynamic_shared(module: ast.Module, function: ast.Function) -> bool:
     """Whether the kernel may touch `.extern .shared` memory: its body or any non-kernel function (a callee) names
     one. ptxas refuses the smem-spilling pragma there ("not allowed for dynamic SMEM"), spec or no spec."""
+    bodies = [f.body for f in module.functions if f.body is not None and (f is function or not f.is_kernel)]
+    nodes = [*module.items, *(n for body in bodies for n in ast.walk(body))]
     names = {
         d.name
-        for item in (*module.items, *(ast.walk(function.body) if function.body else ()))
-        if isinstance(item, ast.Declaration) and item.has(".extern") and item.has(".shared")
-        for d in item.declarators
+        for n in nodes
+        if isinstance(n, ast.Declaration) and n.has(".extern") and n.has(".shared")
+        for d in n.declarators
     }
-    bodies = [f.body for f in module.functions if f.body is not None and (f is function or not f.is_kernel)]
-    return bool(names) and any(isinstance(n, ast.Name) and n.text in names for body in bodies for n in ast.walk(body))
+    return bool(names) and any(isinstance(n, ast.Name) and n.text in names for n in nodes)
 
 
 def smem_spilling_allowed(module: ast.Module, arch: str) -> bool:
