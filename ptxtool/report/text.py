@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.markup import escape
-
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out
 
@@ -226,6 +224,8 @@ def bench(result, out: Out, machine: bool) -> None:
 def optimize(result, out: Out, machine: bool) -> None:
     """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
     and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
+    from rich.markup import escape  # here: the commands that print no markup never load rich
+
     o = result.options
     for warning in result.unmatched:
         out.status(f"warning: {warning}")
