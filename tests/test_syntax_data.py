@@ -120,3 +120,26 @@ def test_a_numeric_initializer_wraps_every_element_in_order_at_every_length() ->
         assert format_module(parse(out)) == out
         declarator = parse(text).items[-1].declarators[0]
         assert [i.text for i in declarator.init.items] == values
+
+
+def test_offsets_differences_and_negative_numbers_stay_on_the_fast_path() -> None:
+    """nvcc -G writes `.b32 .debug_loc+136` in .debug_info and `a-b` between labels: the whole body is still one
+    Data, standing for the SymbolOffset, Difference and negative literal nodes the ordinary path builds."""
+    text = (
+        HEAD + ".section .debug_info\n{\n$L__a:\n.b32 .debug_loc+136\n.b64 $L__a+-4, $L__b-$L__a\n.b8 -1, 2\n"
+        "$L__b:\n.b64 $L__a+8\n}\n"
+    )
+    fast = _section(parse(text)).body
+    slow = _section(parse(_slow(text))).body
+    assert [type(s) for s in fast.statements] == [ast.Data]
+    expanded = tuple(ast.expanded(fast.statements))
+    assert _rows(expanded) == _rows(slow.statements)
+    assert expanded == tuple(replace(s, trailing=()) for s in slow.statements)
+    kinds = {type(n) for n in ast.walk(fast)}
+    assert {ast.SymbolOffset, ast.Difference} <= kinds
+    out = format_module(parse(text))
+    assert "\t.b64 $L__a+-4, $L__b-$L__a\n\t.b8 -1, 2\n" in out and format_module(parse(out)) == out
+    # blanks inside an offset or a difference are the ordinary path's to normalise: the same output
+    spaced = text.replace(".debug_loc+136", ".debug_loc + 136").replace("$L__b-$L__a", "$L__b - $L__a")
+    assert [type(s) for s in _section(parse(spaced)).body.statements] != [ast.Data]
+    assert format_module(parse(spaced)) == out

@@ -30,7 +30,13 @@ class Token(str):
 
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
-_SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
+# a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
+# `$L__tmp5-$L__func_begin0` (the grammar's section_value forms, written without blanks)
+_SECTION_INT = r"-?[0-9]++(?![.xXbBeEuU])"
+_SECTION_VALUE = (
+    rf"(?:{_SECTION_INT}|[A-Za-z_$][A-Za-z0-9_$]*+(?:\+{_SECTION_INT}|-[A-Za-z_$][A-Za-z0-9_$]*+)?"
+    rf"|\.debug_[A-Za-z0-9_]++(?:\+{_SECTION_INT})?)"
+)
 # One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
 # values), or a label (group 3).
 SECTION_LINE = re.compile(
