@@ -139,7 +139,9 @@ def test_offsets_differences_and_negative_numbers_stay_on_the_fast_path() -> Non
     assert {ast.SymbolOffset, ast.Difference} <= kinds
     out = format_module(parse(text))
     assert "\t.b64 $L__a+-4, $L__b-$L__a\n\t.b8 -1, 2\n" in out and format_module(parse(out)) == out
-    # blanks inside an offset or a difference are the ordinary path's to normalise: the same output
-    spaced = text.replace(".debug_loc+136", ".debug_loc + 136").replace("$L__b-$L__a", "$L__b - $L__a")
-    assert [type(s) for s in _section(parse(spaced)).body.statements] != [ast.Data]
-    assert format_module(parse(spaced)) == out
+    # blanks around `+` and `-` (the grammar allows them): the same tree and output
+    spaced = text.replace(".debug_loc+136", ".debug_loc + 136").replace("$L__b-$L__a", "$L__b\t- $L__a")
+    spaced = spaced.replace("-1, 2", "- 1, 2").replace("$L__a+-4", "$L__a +- 4")
+    assert [type(s) for s in _section(parse(spaced)).body.statements] == [ast.Data]
+    assert parse(spaced) == parse(text) and format_module(parse(spaced)) == out
+    assert tuple(ast.expanded(_section(parse(spaced)).body.statements)) == expanded

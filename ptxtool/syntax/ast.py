@@ -362,6 +362,8 @@ class Data(Owner):
             args = []
             for value in values.split(","):
                 value = value.strip()
+                if " " in value or "\t" in value:  # `a + 4`, `- 1`: the value the grammar reads from the tokens
+                    value = value.replace(" ", "").replace("\t", "")
                 node = names.get(value)
                 if node is None:
                     node = names[value] = _section_value(value)

@@ -31,11 +31,12 @@ class Token(str):
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 # a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
-# `$L__tmp5-$L__func_begin0` (the grammar's section_value forms, written without blanks)
-_SECTION_INT = r"-?[0-9]++(?![.xXbBeEuU])"
+# `$L__tmp5-$L__func_begin0` (the grammar's section_value forms; blanks around `+` and `-` as the grammar allows)
+_SECTION_INT = r"(?:-[ \t]*+)?[0-9]++(?![.xXbBeEuU])"
+_SECTION_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
 _SECTION_VALUE = (
-    rf"(?:{_SECTION_INT}|[A-Za-z_$][A-Za-z0-9_$]*+(?:\+{_SECTION_INT}|-[A-Za-z_$][A-Za-z0-9_$]*+)?"
-    rf"|\.debug_[A-Za-z0-9_]++(?:\+{_SECTION_INT})?)"
+    rf"(?:{_SECTION_INT}|{_SECTION_NAME}(?:[ \t]*+\+[ \t]*+{_SECTION_INT}|[ \t]*+-[ \t]*+{_SECTION_NAME})?"
+    rf"|\.debug_[A-Za-z0-9_]++(?:[ \t]*+\+[ \t]*+{_SECTION_INT})?)"
 )
 # One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
 # values), or a label (group 3).

@@ -150,6 +150,8 @@ _COMMA = re.compile(r"[ \t]*+,[ \t]*+")
 _WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
 _LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
 _BLANKS = re.compile(r"\s++")
+# blanks around the `+` of an offset, the `-` of a difference, after a unary minus (not after a `.b8` word)
+_SIGN_BLANKS = re.compile(r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++")
 
 
 def _tokens(values) -> list[Token]:
@@ -267,6 +269,8 @@ class _Build:
                 else:
                     canonical = canonical.replace(", ", ",").replace(" ,", ",")
                 canonical = canonical.replace(",", ", ")
+            if " +" in canonical or "+ " in canonical or " -" in canonical or "- " in canonical or "\t" in canonical:
+                canonical = _SIGN_BLANKS.sub("", canonical)
             if "\t" in canonical or "  " in canonical or " :" in canonical:
                 canonical = _LABEL_BLANKS.sub(":", _WORD_BLANKS.sub(r"\1 ", canonical))
             last_line = line + source.count("\n")
