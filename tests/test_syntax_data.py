@@ -145,3 +145,26 @@ def test_offsets_differences_and_negative_numbers_stay_on_the_fast_path() -> Non
     assert [type(s) for s in _section(parse(spaced)).body.statements] == [ast.Data]
     assert parse(spaced) == parse(text) and format_module(parse(spaced)) == out
     assert tuple(ast.expanded(_section(parse(spaced)).body.statements)) == expanded
+
+
+def test_random_data_bodies_build_the_tree_the_parser_builds() -> None:
+    """Seeded: bodies of valid values with random blanks; the fast path and the ordinary path (forced by a comment)
+    stand for the same statements and print the same text."""
+    import random
+
+    rng = random.Random(20261201)
+    values = ["7", "-1", "- 2", "$L__a", "$L__a+4", "$L__a + -4", "$L__b-$L__a", "$L__b\t- $L__a", ".debug_loc+136"]
+    for _ in range(200):
+        rows = ["$L__a" + rng.choice([":", " :", "\t:"])]
+        for _ in range(rng.randrange(1, 8)):
+            picked = [rng.choice(values) for _ in range(rng.randrange(1, 5))]
+            word = rng.choice([".b8", ".b16", ".b32", ".b64"])
+            rows.append(word + rng.choice([" ", "\t", "  "]) + rng.choice([",", ", ", " ,\t"]).join(picked))
+        rows.insert(rng.randrange(1, len(rows) + 1), "$L__b:")
+        text = HEAD + ".section .debug_info\n{\n" + rng.choice(["\n", "\n\n", " ", "\n\t"]).join(rows) + "\n}\n"
+        fast, slow = _section(parse(text)).body, _section(parse(_slow(text))).body
+        assert [type(s) for s in fast.statements] == [ast.Data], text
+        assert tuple(ast.expanded(fast.statements)) == tuple(replace(s, trailing=()) for s in slow.statements), text
+        out = format_module(parse(text))
+        assert format_module(parse(_slow(text))).replace(" /* slow */", "") == out, text
+        assert format_module(parse(out)) == out and parse(out) == parse(text), text

@@ -126,7 +126,7 @@ class PtxLexer:
         self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
         # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
         # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
-        self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
+        self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++(?:{SECTION_ITEM.pattern}))*+[ \t\f\r\n]*+\}}")
         # the same with comments before the brace (`.section /* c */ .debug_str // c`): lexed as usual, then the body
         self.commented_body = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+{self.section_body.pattern}")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
