@@ -281,7 +281,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 )
 @click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
-@click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
+@click.option("--passes", help="Comma-separated passes: cache-operators, registers (default: cache-operators).")
 @click.option(
     "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
 )
@@ -300,6 +300,9 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
+@click.option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
+@click.option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
+@click.option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
 def optimize_command(
     file: str,
@@ -319,6 +322,7 @@ def optimize_command(
     chosen = optimize.Options(
         passes, settings, flags["arch"], strict, spec, output, in_place, show_diff, verbose, named
     )
+    chosen = replace(chosen, roles=optimize.roles_from(flags))
     emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
 
 
