@@ -208,10 +208,11 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here."
 )
+@click.option("--format", "form", type=click.Choice(["dot", "svg"]), help="dot text or SVG (default: by -o, else dot).")
 @guarded
-def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
+def cfg_command(file: str, kernel: str | None, output: str | None, form: str | None) -> None:
     cfg = _service("cfg")
-    emit_and_exit(cfg.execute(cfg.Options(kernel, output), read_inputs((file,))))
+    emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), read_inputs((file,))))
 
 
 # ---------------------------------------------------------------- lint

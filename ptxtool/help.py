@@ -133,11 +133,11 @@ Examples:
   ptxtool sass --source --addresses k.cu   SASS under the .cu lines, with offsets
 Exit 0 ok; 2 FILE cannot be read, parsed or assembled, or no such kernel; 3 ptxas or nvdisasm missing.
 """,
-    "cfg": """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.
+    "cfg": """Draw a kernel's control-flow graph, loops marked, as graphviz dot text or SVG.
 
 \b
-No -o: dot text on stdout. -o cfg.dot (or .gv) writes the text; -o cfg.svg renders it
-with graphviz's `dot` (exit 3 when graphviz is not installed).
+No -o: dot text on stdout (--format svg: SVG). -o cfg.dot (or .gv) writes the text; -o cfg.svg
+draws the SVG in Python (layered layout; graphviz is not needed).
 Loops are nested boxes titled with their induction variables; back edges are dashed.
 
 
@@ -145,7 +145,8 @@ Loops are nested boxes titled with their induction variables; back edges are das
 Examples:
   ptxtool cfg k.ptx -k my_kernel | dot -Tpng > cfg.png
   ptxtool cfg k.ptx -k my_kernel -o cfg.svg
-Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel; 3 graphviz missing (for .svg).
+  ptxtool cfg k.ptx -k my_kernel --format svg > cfg.svg
+Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel.
 """,
     "lint": """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
 

@@ -116,7 +116,6 @@ ONCE = (
     "read_toml",
     "find_pyproject",
     "Diagnostic",
-    "dot_to_svg",
 )
 
 
