@@ -215,6 +215,19 @@ def cfg_command(file: str, kernel: str | None, output: str | None, form: str | N
     emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), read_inputs((file,))))
 
 
+@main.command("report", help=HELP["report"])
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the page here.")
+@click.option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
+@click.option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
+@click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
+@click.option("--block-size", type=click.IntRange(1, 1024), help="Threads per block for occupancy (see inspect).")
+@guarded
+def report_command(files: tuple[str, ...], **options) -> None:
+    report = _service("report")
+    emit_and_exit(report.execute(report.Options(**options).checked(files), read_inputs(files)))
+
+
 # ---------------------------------------------------------------- lint
 
 
