@@ -315,7 +315,8 @@ def _comparison(c: Comparison) -> str:
 
 def _record(record: dict) -> str:
     """optimize's verification record: verdict, what was checked, what was dropped and why."""
-    verdict = '<span class="good">verified</span>' if record.get("verified") else '<span class="bad">NOT verified</span>'
+    verified = record.get("verified")
+    verdict = '<span class="good">verified</span>' if verified else '<span class="bad">NOT verified</span>'
     out = [f"<h3>verification record</h3><p>{verdict}</p>"]
     checks = record.get("checks") or {}
     out.append("<table>" + "".join(_row((k, v)) for k, v in checks.items()) + "</table>")
