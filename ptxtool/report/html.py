@@ -359,8 +359,16 @@ def _tune(data: dict) -> str:
     winner = data.get("winner")
     columns = list(dict.fromkeys(k for c in candidates if isinstance(c, dict) for k in c))
     out = ['<section class="tune" id="tune"><h2>tuning result</h2>']
-    if winner is not None:
-        out.append(f"<p>winner: <code>{escape(_cell(winner))}</code></p>")
+    if isinstance(winner, dict):
+        name = next((winner[k] for k in ("name", "id", "label", "config") if k in winner), None)
+        interval = next((winner[k] for k in ("interval", "ci", "confidence_interval") if k in winner), None)
+        said = ", ".join(
+            [escape(_cell(name if name is not None else winner))]
+            + ([f"interval {escape(_cell(interval))}"] if interval is not None else [])
+        )
+        out.append(f"<p>winner: <b>{said}</b></p><p class='muted'>{escape(_cell(winner))}</p>")
+    elif winner is not None:
+        out.append(f"<p>winner: <b>{escape(_cell(winner))}</b></p>")
     else:
         out.append('<p class="muted">no winner given</p>')
     others = {k: v for k, v in data.items() if k not in ("candidates", "winner")}
