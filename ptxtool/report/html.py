@@ -176,12 +176,13 @@ def _code(view: FileView, file_index: int, span: Span) -> str:
 
 def _kernel(view: FileView, file_index: int, span: Span, kernel: KernelView, first: bool) -> str:
     in_span = [f for n in range(span.start, span.end + 1) for f in view.findings.get(n, ())]
+    pressure = kernel.pressure_svg or '<p class="muted">no pressure curve</p>'
     out = [
         f'<details class="kernel" id="f{file_index}-k-{escape(kernel.name)}" data-kernel="{escape(kernel.name)}"'
         f"{' open' if first else ''}><summary>{escape(kernel.name)} "
         f'<span class="muted">— {escape(_summary(kernel.data))}</span></summary>',
         f'<p class="muted">PTX lines {span.start}-{span.end}</p>',
-        _resources(kernel.data),
+        f'<div class="pictures"><div>{_resources(kernel.data)}</div><div>{pressure}</div></div>',
         _findings_list(in_span, file_index),
     ]
     if view.unplaced.get(kernel.name):
@@ -189,14 +190,9 @@ def _kernel(view: FileView, file_index: int, span: Span, kernel: KernelView, fir
             f'<details class="part"><summary>SASS without a PTX line ({len(view.unplaced[kernel.name])})</summary>'
             f'<pre class="sass">{escape(chr(10).join(view.unplaced[kernel.name]))}</pre></details>'
         )
-    pictures = []
-    if kernel.pressure_svg:
-        pictures.append(f"<div><h4>register pressure</h4>{kernel.pressure_svg}</div>")
-    pictures.append(f'<div><h4>control-flow graph</h4><div class="scroll">{kernel.cfg_svg}</div></div>')
     out.append(
-        f'<details class="part"{" open" if first else ""}><summary>pictures: register pressure (estimated, '
-        f'and live registers in the SASS), control-flow graph</summary><div class="pictures">{"".join(pictures)}'
-        "</div></details>"
+        '<details class="part"><summary>control-flow graph (loops coloured, back edges dashed; a block links to '
+        f'its first line)</summary><div class="scroll">{kernel.cfg_svg}</div></details>'
     )
     out.append(
         f'<details class="part" open><summary>PTX and SASS ({span.end - span.start + 1} lines; click a line for '
