@@ -176,9 +176,13 @@ def _findings(source: Source, options: Options) -> tuple[dict[int, list[dict]], 
 
     linted = lint_file(source, LintSettings(arch=options.arch))
     out: dict[int, list[dict]] = {}
+    notes = [f"lint: {n}" for n in linted.notices]
     for f in linted.findings:
-        out.setdefault(f.line, []).append(f.to_data())
-    return out, [f"lint: {n}" for n in linted.notices]
+        if f.line:
+            out.setdefault(f.line, []).append(f.to_data())
+        else:  # about the whole file: no line to sit on
+            notes.append(f"lint: {f.rule} {f.severity}: {f.message}")
+    return out, notes
 
 
 def view_file(source: Source, options: Options, index: int = 0) -> FileView:
