@@ -55,6 +55,7 @@ class Spacing:
     margin: float = 12.0
     loop_width: float = 18.0  # room on the right for an edge from a node to itself
     sweeps: int = 6
+    dummy_budget: int = 5_000  # dummy nodes at most: a long edge past it is drawn straight (keeps time bounded)
 
 
 def _acyclic(n: int, edges: list[tuple[int, int]], back: Collection[tuple[int, int]]) -> list[bool]:
@@ -158,11 +159,18 @@ def layout(
     dag = [(v, u) if f else (u, v) for (u, v), f in zip(proper, flipped, strict=True)]
     layer = _longest_path_layers(n, dag)
     widths = [float(w) for w, _ in sizes]
-    # dummy nodes for edges that cross layers: every segment joins adjacent layers
+    # dummy nodes for edges that cross layers, shortest first, within the budget; longer edges are drawn straight
+    spans = sorted(range(len(dag)), key=lambda k: layer[dag[k][1]] - layer[dag[k][0]])
+    allowed, used = set(), 0
+    for k in spans:
+        used += layer[dag[k][1]] - layer[dag[k][0]] - 1
+        if used > spacing.dummy_budget:
+            break
+        allowed.add(k)
     chains: list[list[int]] = []
-    for u, v in dag:
+    for k, (u, v) in enumerate(dag):
         chain = [u]
-        for depth in range(layer[u] + 1, layer[v]):
+        for depth in range(layer[u] + 1, layer[v]) if k in allowed else ():
             layer.append(depth)
             widths.append(0.0)
             chain.append(len(layer) - 1)
@@ -173,6 +181,8 @@ def layout(
     succs: list[list[int]] = [[] for _ in range(total)]
     segments_at: list[list[tuple[int, int]]] = [[] for _ in range(max(layer, default=0) + 1)]
     for chain in chains:
+        if layer[chain[-1]] - layer[chain[0]] > len(chain) - 1:
+            continue  # over the budget: joins no adjacent layers, takes no part in ordering
         for a, b in itertools.pairwise(chain):
             succs[a].append(b)
             preds[b].append(a)
