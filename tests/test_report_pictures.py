@@ -115,7 +115,7 @@ def test_layout_avoids_crossings_it_can_avoid():
 
 
 def test_layout_random_graphs_within_time():
-    """Fixed-seed random graphs (cycles included) give valid drawings; a 400-node graph in seconds (~1 s unloaded)."""
+    """Fixed-seed random graphs (cycles included) give valid drawings; a 400-node graph in seconds."""
     rng = random.Random(17)
     for n in (1, 2, 5, 20, 60):
         sizes = [(rng.randint(20, 120), rng.randint(14, 80)) for _ in range(n)]
