@@ -186,14 +186,16 @@ def test_everything_from_the_input_is_escaped(tmp_path):
     """A comment with markup in it stays text: no element, no script, the line read back exactly."""
     text = (SAMPLES / "reduce.sm80.ptx").read_text().splitlines()
     evil = "// <script>alert(1)</script> & <b>x</b> &amp; \"quoted\" 'single'"
+    odd = "// a form\x0cfeed and a \u2028 line separator: not new lines for the parser"
     at = next(i for i, line in enumerate(text) if line.startswith(".visible .entry")) + 1
-    text.insert(at, evil)
+    text[at:at] = [evil, odd]
     path = tmp_path / "evil.ptx"
     path.write_text("\n".join(text) + "\n")
     code, page_text, stderr = _report(str(path))
     assert code == 0, stderr
     page = Page(page_text)
-    assert page.scripts == 1 and page.lines["f0"][at + 1] == evil
+    assert page.scripts == 1 and page.lines["f0"][at + 1] == evil and page.lines["f0"][at + 2] == odd
+    assert page.lines["f0"] == dict(enumerate(text, 1))
     assert "<script>alert" not in page_text
 
 

@@ -23,7 +23,6 @@ class Options:
     tune: str | None = None
     arch: str | None = None
     block_size: int | None = None
-    lint: bool = True
 
     def checked(self, files: tuple[str, ...]) -> Options:
         """These options for these inputs, or the usage error they make (before anything is read)."""
@@ -116,6 +115,13 @@ class ReportResult:
 # ---------------------------------------------------------------- one file
 
 
+def ptx_lines(text: str) -> list[str]:
+    """The lines as the parser numbers them: split at newlines only (a form feed or U+2028 in a comment does not
+    start a line), without a carriage return at the end."""
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
 def _spans(module: ast.Module, count: int) -> list[Span]:
     """The file's lines cut at function boundaries (a function from its header line to its closing brace)."""
     spans, at = [], 1
@@ -204,7 +210,7 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     arch = target_arch(module.targets, source.display, options.arch)
     compiled = compile_ptx(source.text, source.display, arch, lineinfo=True)
     sass, unplaced = _sass_by_line(listing(compiled.cubin, with_ptx_lines=True))
-    lines = source.text.splitlines()
+    lines = ptx_lines(source.text)
     by_name = {f.name: f for f in module.kernels}
     documented = inspect_document([report], [], {})["files"][0]["kernels"]  # the numbers of `inspect --json`
 
@@ -216,7 +222,7 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
         cfg = build_cfg(by_name[k.name])
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
         kernels[k.name] = KernelView(k.name, data, cfg_svg(cfg, find_loops(cfg), link), curve)
-    findings, notes = _findings(source, options) if options.lint else ({}, [])
+    findings, notes = _findings(source, options)
     source_at = _source_lines(module, list(range(1, len(lines) + 1)), Path(source.path).parent)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
     return FileView(
@@ -271,7 +277,7 @@ def _compare(source: Source, optimized: Source, options: Options) -> Comparison:
                 f"no verification record: {optimized.display} is not what `ptxtool optimize` (default settings) "
                 f"makes of {source.display}, so its checks say nothing about this file"
             )
-    lines = (source.text.splitlines(), optimized.text.splitlines())
+    lines = (ptx_lines(source.text), ptx_lines(optimized.text))
     return Comparison(source.display, optimized.display, *lines, kernels, record, note)
 
 
