@@ -42,7 +42,8 @@ def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.pass_context
 def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """The ptxtool command group: its --help is HELP["main"]."""
-    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize"):  # once, before any worker process starts
+    # once, before any worker process starts
+    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize", "report"):
         from ptxtool.toolchain.compile import cache_dir
 
         cache_dir()
@@ -223,9 +224,15 @@ def cfg_command(file: str, kernel: str | None, output: str | None, form: str | N
 @click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
 @click.option("--block-size", type=click.IntRange(1, 1024), help="Threads per block for occupancy (see inspect).")
 @guarded
-def report_command(files: tuple[str, ...], **options) -> None:
+def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_size) -> None:
+    from ptxtool.lint import load_settings
+
     report = _service("report")
-    emit_and_exit(report.execute(report.Options(**options).checked(files), read_inputs(files)))
+    chosen, _ = _inspect_options(arch, block_size, None)  # the numbers `inspect` gives, under the same settings
+    table = _settings("lint")
+    lint = load_settings(table.table, table.where, arch=chosen.arch)
+    options = report.Options(output, optimized, tune, chosen.arch, chosen.block_size, lint).checked(files)
+    emit_and_exit(report.execute(options, read_inputs(files)))
 
 
 # ---------------------------------------------------------------- lint

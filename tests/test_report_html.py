@@ -165,6 +165,22 @@ def test_loc_source_lines_where_they_change(tmp_path):
     assert page.sources and {s.split()[0] for s in page.sources} == marks
 
 
+def test_settings_apply_as_for_inspect_and_lint(tmp_path, monkeypatch):
+    """[tool.ptxtool.inspect] block-size and [tool.ptxtool.lint] ignore reach the page as they reach those commands."""
+    settings = '[tool.ptxtool.inspect]\nblock-size = 96\n[tool.ptxtool.lint]\nignore = ["PTX008"]\n'
+    (tmp_path / "pyproject.toml").write_text(settings)
+    monkeypatch.chdir(tmp_path)
+    path = SAMPLES / "pressure.sm80.ptx"  # spills: PTX008 without the settings (test_lint_findings_sit_on_their_lines)
+    code, html, stderr = _report(str(path))
+    assert code == 0, stderr
+    page = Page(html)
+    kernels = _inspect(path)["files"][0]["kernels"]
+    assert {k["occupancy"]["block_size"] for k in kernels} == {96}
+    for k in kernels:
+        assert page.numbers[k["name"]] == _expected(k)
+    assert not [f for f in page.findings if "PTX008" in f[1]]
+
+
 def test_sass_matches_the_sass_command(tmp_path):
     path = SAMPLES / "reduce.sm80.ptx"
     out = tmp_path / "report.html"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxtool.errors import EXIT_OK, EnvironmentProblem, InputError, UsageError
+from ptxtool.lint.settings import LintSettings
 from ptxtool.sources import Source, Unreadable, read_source, write_atomic
 from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import ListingLine
@@ -23,6 +24,7 @@ class Options:
     tune: str | None = None
     arch: str | None = None
     block_size: int | None = None
+    lint: LintSettings = field(default_factory=LintSettings)  # [tool.ptxtool.lint] and the rules it selects
 
     def checked(self, files: tuple[str, ...]) -> Options:
         """These options for these inputs, or the usage error they make (before anything is read)."""
@@ -177,10 +179,9 @@ def _sass_by_line(functions: dict[str, list[ListingLine]]) -> tuple[dict[int, li
 
 
 def _findings(source: Source, options: Options) -> tuple[dict[int, list[dict]], list[str]]:
-    from ptxtool.lint.settings import LintSettings
     from ptxtool.services.lint import lint_file
 
-    linted = lint_file(source, LintSettings(arch=options.arch))
+    linted = lint_file(source, options.lint)
     out: dict[int, list[dict]] = {}
     notes = [f"lint: {n}" for n in linted.notices]
     for f in linted.findings:
