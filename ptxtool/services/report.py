@@ -307,12 +307,13 @@ def execute(options: Options, sources: list[Source | Unreadable]) -> ReportResul
     bad = [d for s in sources if isinstance(s, Unreadable) for d in s.diagnostics]
     if bad:
         raise InputError(bad)
+    tune = read_tune(options.tune) if options.tune else None  # bad extra inputs fail before the long work
+    optimized = read_source(options.optimized) if options.optimized else None
     files = [view_file(s, options, i) for i, s in enumerate(sources) if isinstance(s, Source)]
     comparison = None
-    if options.optimized:
+    if optimized:
         (first,) = (s for s in sources if isinstance(s, Source))
-        comparison = _compare(first, read_source(options.optimized), options)
-    tune = read_tune(options.tune) if options.tune else None
+        comparison = _compare(first, optimized, options)
     page = render(files, comparison, tune)
     if options.output:
         write_atomic(options.output, page)
