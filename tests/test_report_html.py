@@ -39,6 +39,7 @@ class Page(HTMLParser):
         self.sass: dict[int, str] = {}
         self.sources: list[str] = []
         self.scripts = 0
+        self.ids: list[str] = []
         self.svgs = 0
         self.rows: dict[str, list[str]] = {}  # tr class -> row texts
         self._capture: list[tuple[str, list[str], dict]] = []
@@ -51,6 +52,8 @@ class Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
+        if a.get("id"):
+            self.ids.append(a["id"])
         classes = (a.get("class") or "").split()
         if tag == "script":
             self.scripts += 1
@@ -135,6 +138,7 @@ def test_page_has_every_kernel_line_and_inspect_number(path: Path, tmp_path):
     for k in kernels:
         assert page.numbers[k["name"]] == _expected(k)
     assert page.scripts == 1  # the one small script; the page works without it
+    assert len(page.ids) == len(set(page.ids))  # anchors and the pictures' ids are unique on the page
     assert page.svgs == 2 * len(kernels)  # pressure and CFG per kernel
     assert page.sass and all(1 <= n <= len(text) for n in page.sass)  # SASS under PTX lines of this file
 

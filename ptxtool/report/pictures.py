@@ -109,10 +109,11 @@ def _path(route: Route) -> str:
     return " ".join(out)
 
 
-def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None = None) -> str:
+def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None = None, ids: str = "") -> str:
     """The CFG as SVG without graphviz: a box per block (its first and last instructions), loop headers in bold,
     a coloured bar per enclosing loop, back edges dashed, exits with a double border; `link(line)` makes each
-    block a link to its first PTX line (the HTML report's anchors)."""
+    block a link to its first PTX line (the HTML report's anchors); `ids` prefixes the element ids, unique on a page
+    of several pictures."""
     texts = [_block_lines(cfg, b.index) for b in cfg.blocks]
     sizes = [(max(map(len, t)) * _CHAR + 2 * _PAD + 8, len(t) * _LINE + 2 * _PAD) for t in texts]
     edges = [(b.index, s) for b in cfg.blocks for s in b.successors]
@@ -127,7 +128,7 @@ def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None
     svg = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="cfg" width="{width:.0f}" height="{height:.0f}" '
         f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="11">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        f'<defs><marker id="{ids}arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>',
         f'<text x="8" y="{_LINE}" font-weight="bold">{escape(legend[0])}</text>',
     ]
@@ -141,7 +142,7 @@ def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None
         dashed = ' stroke-dasharray="5,3"' if route.back else ""
         colour = "#1f6feb" if route.back else "#444"
         svg.append(
-            f'<path d="{_path(route)}" fill="none" stroke="{colour}"{dashed} marker-end="url(#arrow)">'
+            f'<path d="{_path(route)}" fill="none" stroke="{colour}"{dashed} marker-end="url(#{ids}arrow)">'
             f"<title>block {route.source} -> block {route.target}</title></path>"
         )
     headers = {lp.header for lp in loops}
@@ -149,7 +150,7 @@ def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None
         ops = cfg.ops(block)
         inside = sorted((lp for lp in loops if block.index in lp.blocks), key=lambda lp: lp.depth)
         stroke = ' stroke-width="2.5"' if block.index in headers else ""
-        part = [f'<g class="block" id="block{block.index}"><title>{escape(" / ".join(text[:1]))}</title>']
+        part = [f'<g class="block" id="{ids}block{block.index}"><title>{escape(" / ".join(text[:1]))}</title>']
         part.append(
             f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.width:.1f}" height="{box.height:.1f}" '
             f'fill="#f6f8fa" stroke="#333"{stroke}/>'

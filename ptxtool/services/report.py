@@ -222,7 +222,8 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     for k, data in zip(report.kernels, documented, strict=True):
         cfg = build_cfg(by_name[k.name])
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
-        kernels[k.name] = KernelView(k.name, data, cfg_svg(cfg, find_loops(cfg), link), curve)
+        drawn = cfg_svg(cfg, find_loops(cfg), link, ids=f"f{index}-k{len(kernels)}-")
+        kernels[k.name] = KernelView(k.name, data, drawn, curve)
     findings, notes = _findings(source, options)
     source_at = _source_lines(module, list(range(1, len(lines) + 1)), Path(source.path).parent)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
