@@ -199,6 +199,8 @@ write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings:
 Verification, per rewrite: ptxas accepts the output, its SASS carries the promised modifiers, no access crossed
 a barrier, fence or atomic, nothing else changed; a rewrite that fails is dropped and said why (--strict: the
 file fails). The output is the input's text with the kept rewrites spliced in.
+--passes registers: per kernel, launch bounds, register caps and rematerialized values judged by ptxas's
+registers, spills and occupancy ("not timed"), or timed with --verify-gpu; changed bounds are reported loudly.
 Exit 0: verified and written (or printed); 1: verification failed (--strict, --verify-gpu), nothing written;
 2: bad input; 3: no ptxas.
 

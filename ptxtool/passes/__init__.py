@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptxtool.passes import cache_operators
+from ptxtool.passes import cache_operators, registers, warp_roles
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -97,6 +97,10 @@ def _cache_operators(module: ast.Module, settings: Any, analyses: Analyses) -> t
     return cache_operators.cache_operators(module, settings, lambda f: analyses.get("cfg", f))
 
 
+def _warp_roles(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
+    return warp_roles.warp_roles(module, settings)
+
+
 PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
@@ -108,6 +112,9 @@ PASSES: dict[str, Pass] = {
             requires=("cfg",),
             preserves=frozenset({"loops"}),
         ),
+        Pass(registers.NAME, registers.run, registers.RegisterSettings, requires=("cfg", "loops")),  # bounds, remat
+        # restructures whole kernels; the optimize service verifies its output as a whole (never by default)
+        Pass(warp_roles.NAME, _warp_roles, warp_roles.RoleSettings),
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

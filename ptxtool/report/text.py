@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from ptxtool.errors import Diagnostic, Location
-from ptxtool.report.console import Out
+from ptxtool.report.console import Out, diagnostic_line
 
 
 def parse(result, out: Out, machine: bool) -> None:
@@ -148,17 +148,14 @@ def inspect(result, out: Out, machine: bool) -> None:
         if r.backend == "nvjitlink" or r.relocatable:
             what = "nvJitLink numbers are relocatable-mode numbers" if r.backend == "nvjitlink" else ""
             out.diagnostic(Diagnostic(Location(r.path), what or "relocatable: external calls unresolved", "note"))
-        for w in [w for k in r.kernels for w in k.warnings] + list(r.warnings):
-            out.diagnostic(Diagnostic(Location(r.path, w.line), w.message, "warning", code=f"ptxas/{w.kind}"))
+        for d in r.ptxas_warnings():
+            out.diagnostic(d)
     for warning in result.warnings:
         out.status(f"warning: {warning}")
     for note in result.notes:
         out.status(note)
-    for d in result.diagnostics():
+    for d in result.violations:
         out.diagnostic(d)
-
-
-_ANSI = {"error": "1;31", "warning": "1;33", "note": "1;36"}  # the colours of the stderr diagnostics
 
 
 def lint(result, out: Out, machine: bool) -> None:
@@ -167,10 +164,8 @@ def lint(result, out: Out, machine: bool) -> None:
     if result.statistics and not machine:
         _lint_statistics(result, out)
     elif not machine:
-        colour = out.colour
         for f in result.findings:
-            severity = f"\x1b[{_ANSI[f.severity]}m{f.severity}\x1b[0m" if colour and f.severity in _ANSI else f.severity
-            out.line(f"{f.path}:{f.line}:{f.column}: {f.rule} {severity}: {f.message}")
+            out.line(diagnostic_line(f, out.colour))
     notices: dict[str, list[str]] = {}
     for r in result.files:
         for n in r.notices:
@@ -197,7 +192,7 @@ def _lint_statistics(result, out: Out) -> None:
     """`count  ID  name  severity`, most frequent first (as `ruff --statistics`)."""
     counts: dict[tuple[str, str, str], int] = {}
     for f in result.findings:
-        key = (f.rule, f.name, f.severity)
+        key = (f.code, f.properties["name"], f.severity)
         counts[key] = counts.get(key, 0) + 1
     for (rule, name, severity), n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         out.line(f"{n:>5}  {rule}  {name:30} {severity}")
@@ -254,11 +249,12 @@ def optimize(result, out: Out, machine: bool) -> None:
             a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
             if a != b:
                 out.status(f"    {variant}: {a} -> {b}")
+    for r in result.reports:
+        for k in getattr(r, "kernels", ()):
+            for line in _register_lines(k, o.verbose):
+                out.status(line)
     for d in result.dropped:
-        out.status(
-            f"{result.path}:{d.rewrite.line}: {d.rewrite.kernel}: dropped {d.rewrite.before} -> {d.rewrite.after}"
-        )
-        out.status(f"    {d.reason}")
+        out.diagnostic(d)
     if o.verbose:
         for s in (s for r in result.reports for s in r.skipped):
             out.status(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
@@ -278,6 +274,36 @@ def optimize(result, out: Out, machine: bool) -> None:
         out.stdout.write(result.text)
 
 
+def _occupancy(n) -> str:
+    return "occupancy unknown" if n.occupancy is None else f"occupancy {n.occupancy:.0%} ({n.limited_by})"
+
+
+def _register_lines(k, verbose: bool) -> list[str]:
+    """The register pass on one kernel: before -> after, the changes (loud where the author's bounds changed), how
+    it was chosen and the speedup; or why it was left alone. Verbose: every variant tried."""
+    if not k.changed:
+        lines = [f"{k.name}: registers {k.before.registers}, {k.before.spill_bytes} spill bytes: {k.note}"]
+    else:
+        a, b = k.before, k.after
+        lines = [
+            f"{k.name}: registers {a.registers} -> {b.registers}, spill bytes {a.spill_bytes} -> {b.spill_bytes}, "
+            f"{_occupancy(a)} -> {_occupancy(b).removeprefix('occupancy ')} · {k.chosen_by}"
+        ]
+        if k.author_bounds_changed:
+            lines.append(f"    AUTHOR'S BOUNDS CHANGED: {k.bounds_before} -> {k.bounds_after}")
+        lines += [f"    {change}" for change in k.changes]
+        if k.speed:
+            s = k.speed
+            lines.append(f"    speedup {s.speedup:.2f}x (95% interval {s.low:.2f}-{s.high:.2f}), outputs identical")
+    if verbose:
+        for t in k.tried:
+            n = t.numbers
+            numbers = f"{n.registers} registers, {n.spill_bytes} spill bytes, {_occupancy(n)}" if n else "no numbers"
+            timed = f", {t.speed.speedup:.2f}x" if t.speed else ""
+            lines.append(f"    tried {t.change}: {numbers}{timed}: {t.verdict}")
+    return lines
+
+
 def _optimize_summary(result) -> str:
     """`FILE: 3 rewrites kept, 1 dropped · ptxas ok · 5/5 promised SASS modifiers present · no load crossed a
     barrier · other SASS unchanged · GPU: outputs identical, 3 trials` (or why nothing is written)."""
@@ -286,13 +312,23 @@ def _optimize_summary(result) -> str:
     head += f", {len(result.dropped)} dropped" if result.dropped else ""
     if not result.verified:
         return f"{head} · NOT verified: nothing written"
-    if not kept:
+    retuned = [k.name for r in result.reports for k in getattr(r, "kernels", ()) if k.changed]
+    if retuned:
+        head += f", {len(retuned)} kernel{'s' * (len(retuned) != 1)} retuned by the register pass"
+    if not kept and not retuned:
         return head + " · input unchanged"
     c = result.checks
-    parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
+    if c.roles:  # warp-roles: verified as a whole, not per instruction
+        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
+    parts = [head, "ptxas ok"]
+    if retuned:
+        parts.append("registers and spills as measured")
+    if kept:
+        parts.append(f"{c.present}/{c.promised} promised SASS modifiers present")
     if c.removed:
         parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")
-    parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
+    if kept:
+        parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
     if c.gpu:
         parts.append(f"GPU: outputs {c.gpu}, {c.trials} trial{'s' * (c.trials != 1)}")
     return " · ".join(parts)
