@@ -227,7 +227,7 @@ def cfg_command(file: str, kernel: str | None, output: str | None, form: str | N
 @click.option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
 @click.option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
-@click.option("--block-size", type=click.IntRange(1, 1024), help="Threads per block for occupancy (see inspect).")
+@click.option("--block-size", type=click.IntRange(1, MAX_BLOCK_THREADS), help="Threads per block (see inspect).")
 @guarded
 def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_size) -> None:
     from ptxtool.lint import load_settings

@@ -184,11 +184,13 @@ def _findings(source: Source, options: Options) -> tuple[dict[int, list[dict]], 
     linted = lint_file(source, options.lint)
     out: dict[int, list[dict]] = {}
     notes = [f"lint: {n}" for n in linted.notices]
-    for f in linted.findings:
-        if f.line:
-            out.setdefault(f.line, []).append(f.to_data())
+    for d in linted.findings:
+        line = d.location.line
+        if line:
+            found = {"line": line, "rule": d.code, "severity": d.severity, "message": d.message}
+            out.setdefault(line, []).append(found)
         else:  # about the whole file: no line to sit on
-            notes.append(f"lint: {f.rule} {f.severity}: {f.message}")
+            notes.append(f"lint: {d.code} {d.severity}: {d.message}")
     return out, notes
 
 
