@@ -89,6 +89,14 @@ def cfg(result, out: Out, machine: bool) -> None:
         out.stdout.write(result.text)
 
 
+def report(result, out: Out, machine: bool) -> None:
+    if result.written is None and not machine:
+        out.stdout.write(result.html)
+    else:
+        kernels = sum(len(f.kernels) for f in result.files)
+        out.status(f"{result.written}: report of {len(result.files)} file(s), {kernels} kernel(s)")
+
+
 def sass(result, out: Out, machine: bool) -> None:
     """Each function under its name (demangled beside a C++ symbol); a source line (`--source`) or PTX line above
     the run of instructions it made, the offset before each instruction with `--addresses`."""
@@ -331,6 +339,7 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "FmtResult": fmt,
     "DoctorResult": doctor,
     "CfgResult": cfg,
+    "ReportResult": report,
     "SassResult": sass,
     "InspectResult": inspect,
     "LintResult": lint,
