@@ -117,7 +117,6 @@ ONCE = (
     "read_toml",
     "find_pyproject",
     "Diagnostic",
-    "dot_to_svg",
     "MAX_BLOCK",
     "MAX_BLOCK_THREADS",
     "block_bounds",

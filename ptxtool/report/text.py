@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.markup import escape
-
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out, diagnostic_line
 
@@ -89,6 +87,14 @@ def doctor(result, out: Out, machine: bool) -> None:
 def cfg(result, out: Out, machine: bool) -> None:
     if result.written is None and not machine:
         out.stdout.write(result.text)
+
+
+def report(result, out: Out, machine: bool) -> None:
+    if result.written is None and not machine:
+        out.stdout.write(result.html)
+    else:
+        kernels = sum(len(f.kernels) for f in result.files)
+        out.status(f"{result.written}: report of {len(result.files)} file(s), {kernels} kernel(s)")
 
 
 def sass(result, out: Out, machine: bool) -> None:
@@ -221,6 +227,8 @@ def bench(result, out: Out, machine: bool) -> None:
 def optimize(result, out: Out, machine: bool) -> None:
     """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
     and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
+    from rich.markup import escape  # here: the commands that print no markup never load rich
+
     o = result.options
     for warning in result.unmatched:
         out.status(f"warning: {warning}")
@@ -331,6 +339,7 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "FmtResult": fmt,
     "DoctorResult": doctor,
     "CfgResult": cfg,
+    "ReportResult": report,
     "SassResult": sass,
     "InspectResult": inspect,
     "LintResult": lint,
