@@ -81,8 +81,9 @@ def _strings(v: Any) -> bool:
 TARGET_KEY = Key('a target such as "sm_90a"', _target)
 PATH_KEY = Key("a path (string)", lambda v: isinstance(v, str))
 
-# section -> key -> what it must be. None: the section is checked by its own command (for now: optimize, whose
-# settings the optimize service reads with `settings_from_config(table, where)`).
+# section -> key -> what it must be. None: the section is checked by its own command (optimize, whose settings the
+# optimize service reads with `settings_from_config(table, where)`; tune, whose keys are those of a tune space and
+# are read with `tune_space.read_layer(space, table, where)`, like the spec's `[tune]` and `--space`).
 SECTIONS: dict[str, dict[str, Key] | None] = {
     "inspect": {
         "arch": TARGET_KEY,
@@ -100,6 +101,7 @@ SECTIONS: dict[str, dict[str, Key] | None] = {
         "fail-on": Key('"error", "warning" or "note"', lambda v: v in ("error", "warning", "note")),
     },
     "optimize": None,
+    "tune": None,
 }
 # sections that may also hold sub-tables, checked by their command (lint: per-rule options, by the rule registry)
 SUBTABLES = {"lint"}
