@@ -176,6 +176,9 @@ def execute(options: Options, sources: Sequence[Source | Unreadable]) -> TuneRes
     from ptxtool.toolchain.compile import target_arch
 
     arch = target_arch(module.targets, source.display)
+    if options.output and Path(options.output).is_dir():
+        raise UsageError(f"-o {options.output} is a directory: give the file to write the winner's PTX to")
+    devices = [] if options.dry_run else _devices(space.gpus)  # before the candidates: no GPU, no waiting
     context = Context(source, module, function.name, arch, spec, space)
     candidates = make_candidates(context, options.space or options.spec)
     results = [CandidateResult(c, _resources(c, context)) for c in candidates]
@@ -185,9 +188,6 @@ def execute(options: Options, sources: Sequence[Source | Unreadable]) -> TuneRes
     if options.dry_run:
         result.dry_run = True
         return result
-    if options.output and Path(options.output).is_dir():
-        raise UsageError(f"-o {options.output} is a directory: give the file to write the winner's PTX to")
-    devices = _devices(space.gpus)
     key = _cache_key(source, spec.path, space, candidates, devices)
     cached = None if options.fresh else _cache_read(key)
     if cached is not None:
@@ -230,6 +230,8 @@ def _space(options: Options, spec: Any) -> Space:
         space = read_layer(space, table, where)
         if "args" in table:
             check_against_spec(space, spec, where)
+    if space.objective == "neighbour" and not space.neighbour_mib:
+        raise UsageError("--objective neighbour needs a neighbour: --neighbour-mib 1 or more")
     return space
 
 
@@ -408,9 +410,9 @@ def decide(results: Sequence[CandidateResult], space: Space) -> str:
 
 
 def _cache_key(source: Source, spec_path: str, space: Space, candidates: list[Candidate], devices: list) -> str:
-    """What a measurement depends on: the PTX, the spec, the space (less budget and GPU count), every candidate's
-    text and launch, the GPUs and their driver, and this ptxtool."""
-    settings = {k: v for k, v in space.to_data().items() if k not in ("budget_s", "gpus")}
+    """What a measurement depends on: the PTX, the spec, the space (a budget too: a run cut short is not the answer
+    to a longer one), every candidate's text and launch, the GPUs and their driver, and this ptxtool."""
+    settings = space.to_data()
     parts = {
         "ptx": hashlib.sha256(source.text.encode()).hexdigest(),
         "spec": hashlib.sha256(Path(spec_path).read_bytes()).hexdigest(),

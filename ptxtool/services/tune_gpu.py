@@ -29,12 +29,13 @@ NEIGHBOUR_BLOCK = 256
 NEIGHBOUR_ROUNDS = 10  # objective alone: rounds beside the neighbour, to report its slowdown too
 NEIGHBOUR_CHECK = 8  # objective neighbour: rounds between early-stop checks
 COVER = 1.25  # the kernel's launches beside the neighbour last this much longer than its window
-MAX_COVER_LAUNCHES = 1000
+GATED_LAUNCHES = 32  # launches queued behind one gate at most (a held stream must not fill the driver's queue)
+MAX_COVER_LAUNCHES = GATED_LAUNCHES
 CALIBRATION = 5  # launches (or windows) whose median sizes the neighbour rounds
 
 # the neighbour: each warp sums its grid-stride share of a float4 array, lane 0 stores the warp's sum
 NEIGHBOUR_PTX = """.version 7.0
-.target sm_70
+.target sm_75
 .address_size 64
 
 .visible .entry ptxtool_neighbour_sum(
@@ -312,31 +313,29 @@ class _Worker:
         self.turn += 1
 
     def _alone_rounds(self, timed: list[int]) -> None:
-        """Rounds of one launch of each timed entry, order rotated each round, queued in batches behind a gate."""
+        """Rounds of one launch of each timed entry, order rotated each round, queued behind a gate in chunks so
+        that the GPU runs them back to back and the events time the kernels, not Python submitting them."""
         job, gpu = self.job, self.gpu
-        pool = [(gpu.event(), gpu.event()) for _ in range(BATCH * len(timed))]
+        pool = [(gpu.event(), gpu.event()) for _ in range(GATED_LAUNCHES)]
         alive, rounds = list(timed), 0
         while rounds < job.launches:
             batch = min(BATCH, job.launches - rounds)
-            plan = [(r, _order(alive, rounds + r)) for r in range(batch)]
-            gpu.hold(self.gate)
-            used = iter(pool)
-            recorded = []
-            for r, order in plan:
-                for i in order:
-                    start, end = next(used)
+            plan = [(r, i) for r in range(batch) for i in _order(alive, rounds + r)]
+            times: dict[tuple[int, int], float] = {}
+            for first in range(0, len(plan), GATED_LAUNCHES):
+                chunk = list(zip(plan[first : first + GATED_LAUNCHES], pool, strict=False))
+                gpu.hold(self.gate)
+                for (_, i), (start, end) in chunk:
                     gpu.record(start)
                     self._launch(i)
                     gpu.record(end)
-                    recorded.append((r, i, start, end))
-            gpu.release(self.gate)
-            gpu.synchronize(job.timeout)
-            times: dict[tuple[int, int], float] = {(r, i): gpu.elapsed_ms(s, e) * 1e3 for r, i, s, e in recorded}
-            for r, order in plan:
-                for i in order:
-                    m = self.measurements[i]
-                    m.times_us.append(times[(r, i)])
-                    m.reference_us.append(times[(r, 0)])
+                gpu.release(self.gate)
+                gpu.synchronize(job.timeout)
+                times |= {key: gpu.elapsed_ms(start, end) * 1e3 for key, (start, end) in chunk}
+            for r, i in plan:
+                m = self.measurements[i]
+                m.times_us.append(times[(r, i)])
+                m.reference_us.append(times[(r, 0)])
             rounds += batch
             self.result.rounds = rounds
             stop = self._settled(alive, rounds, "times_us", "reference_us")
@@ -379,6 +378,7 @@ class _Worker:
         count = max(1, job.neighbour_bytes // 16)
         source = gpu.alloc(count * 16)
         gpu.fill_bytes(source, 0, count * 16)
+        gpu.synchronize(job.timeout)  # the neighbour's stream does not wait for ours
         module = gpu.load(NEIGHBOUR_PTX.encode(), "<tune neighbour>", ptx=True)
         neighbour = gpu.function(module, NEIGHBOUR_KERNEL)
         blocks = 4 * gpu.info.sm_count
@@ -402,10 +402,12 @@ class _Worker:
         cover = {}
         pairs = [(gpu.event(), gpu.event()) for _ in range(CALIBRATION)]
         for i in timed:
+            gpu.hold(self.gate)
             for start, stop in pairs:
                 gpu.record(start)
                 self._launch(i)
                 gpu.record(stop)
+            gpu.release(self.gate)
             gpu.synchronize(job.timeout)
             kernel = statistics.median(gpu.elapsed_ms(s, e) * 1e3 for s, e in pairs)
             cover[i] = min(MAX_COVER_LAUNCHES, max(1, math.ceil(COVER * lone / max(kernel, 1e-3))))
