@@ -390,7 +390,7 @@ def test_no_driver_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_worker_process_reports_its_error_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """The spawned worker fails where the GPU is missing, and the parent raises what it said (not a traceback)."""
     monkeypatch.setattr(tune_service, "_devices", lambda gpus: [DeviceInfo("fake", "sm_90", 1, 1, 1, "13.0")])
-    options = tune_service.Options(str(SAMPLES / "plain_copy.toml"), flags={"gpus": "1"}, fresh=True)
+    options = tune_service.Options(str(SAMPLES / "plain_copy.toml"), config={"cache_operators": []}, fresh=True)
     with pytest.raises(EnvironmentProblem, match="no CUDA driver"):
         tune_service.execute(options, [read_source(str(COMM))])
 

@@ -302,7 +302,6 @@ def _measure(
     shares = {i: entries[i :: len(devices)] for i in range(len(devices)) if entries[i :: len(devices)]} or {0: []}
     done: dict[str, Measurement] = {}
     stopped: list[str] = []
-    context = get_context("spawn")  # a CUDA context must never be forked
     while shares:
         jobs = [
             Job(
@@ -322,8 +321,7 @@ def _measure(
             )
             for ordinal, share in shares.items()
         ]
-        with ProcessPoolExecutor(len(jobs), mp_context=context, max_tasks_per_child=1) as pool:
-            answers: list[WorkerResult] = list(pool.map(work, jobs))
+        answers = run_jobs(jobs)
         shares = {}
         for job, answer in zip(jobs, answers, strict=True):
             _raise(answer)
@@ -337,6 +335,13 @@ def _measure(
             names = {m.name for m in final}
             shares[job.ordinal] = [e for e in job.entries if e.name not in names]
     return list(done.values()), stopped
+
+
+def run_jobs(jobs: list[Job]) -> list[WorkerResult]:
+    """Each job in a fresh process of its own, all at once (spawned: a CUDA context must never be forked, and one
+    that saw a fault is useless to whatever runs in that process next)."""
+    with ProcessPoolExecutor(len(jobs), mp_context=get_context("spawn"), max_tasks_per_child=1) as pool:
+        return list(pool.map(work, jobs))
 
 
 def _raise(answer: WorkerResult) -> None:

@@ -373,13 +373,17 @@ def cache_operator_candidates(context: Context) -> Iterable[Candidate]:
 
 
 def launch_candidates(context: Context) -> Iterable[Candidate]:
-    """Every combination of the tuned block sizes, grid sizes and scalar arguments except the spec's own."""
+    """Every combination of the tuned block sizes, grid sizes and scalar arguments (the spec's own value always
+    among them) except the spec's own launch, which is the input."""
     spec, space = context.spec, context.space
     scalars = {p.name: p.value for p in spec.params if isinstance(p, Scalar)}
     names = [name for name, _ in space.args]
-    for block, grid, *values in itertools.product(
-        space.block or (spec.block,), space.grid or (spec.grid,), *(v for _, v in space.args)
-    ):
+    dimensions = [
+        dict.fromkeys((spec.block, *space.block)),
+        dict.fromkeys((spec.grid, *space.grid)),
+        *(dict.fromkeys((scalars[n], *v)) for n, v in space.args),
+    ]
+    for block, grid, *values in itertools.product(*dimensions):
         args = tuple((n, v) for n, v in zip(names, values, strict=True) if v != scalars[n])
         launch = Launch(grid, block, args)
         if launch == context.input.launch:
