@@ -225,7 +225,13 @@ class Gpu:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             self._refused(cu.cuFuncSetAttribute(function, attr, shared_bytes)[0], "set dynamic shared memory")
         holders, pointers = _pack(args)
-        dims = (*grid, *block, shared_bytes, stream or self._stream, pointers.ctypes.data if args else None)
+        dims = (
+            *grid,
+            *block,
+            shared_bytes,
+            self._stream if stream is None else stream,
+            pointers.ctypes.data if args else None,
+        )
         if cooperative:
             status = cu.cuLaunchCooperativeKernel(function, *dims)[0]
         else:
@@ -239,7 +245,7 @@ class Gpu:
         return self.alloc(4)
 
     def hold(self, gate: int, stream: Any = None) -> None:
-        cu, stream = self._cu, stream or self._stream
+        cu, stream = self._cu, self._stream if stream is None else stream
         self._check(cu.cuMemsetD32Async(gate, 0, 1, stream)[0], "cuMemsetD32Async")
         wait = int(cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
         self._check(cu.cuStreamWaitValue32(stream, gate, 1, wait)[0], "cuStreamWaitValue32")
@@ -255,7 +261,7 @@ class Gpu:
         return event
 
     def record(self, event: Any, stream: Any = None) -> None:
-        self._check(self._cu.cuEventRecord(event, stream or self._stream)[0], "cuEventRecord")
+        self._check(self._cu.cuEventRecord(event, self._stream if stream is None else stream)[0], "cuEventRecord")
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         return float(self._call(self._cu.cuEventElapsedTime(start, end), "cuEventElapsedTime", during_kernel=True))
@@ -266,7 +272,7 @@ class Gpu:
         deadline = time.monotonic() + timeout
         pause = 1e-5
         while True:
-            (status,) = cu.cuStreamQuery(stream or self._stream)
+            (status,) = cu.cuStreamQuery(self._stream if stream is None else stream)
             if status != cu.CUresult.CUDA_ERROR_NOT_READY:
                 self._check(status, "a kernel", during_kernel=True)
                 return
