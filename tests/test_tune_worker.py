@@ -326,3 +326,4 @@ def test_a_budget_spent_times_nothing(fake, monkeypatch: pytest.MonkeyPatch) -> 
     result = tune(generators=["fast"], budget_s=0.001)
     fast = by_name(result)["fast"]
     assert fast.status == "identical" and fast.ratio is None and result.winner == "input"
+    assert result.stopped == ["GPU 0: budget spent before the first round"]

@@ -213,7 +213,9 @@ class _Worker:
         if not self._verify():
             return
         timed = [i for i, m in enumerate(self.measurements) if i == 0 or m.verdict in ("identical", "within_tolerance")]
-        if time.time() < job.deadline and len(timed) > 1:
+        if len(timed) > 1 and time.time() >= job.deadline:
+            self.result.stopped = "budget spent before the first round"
+        elif len(timed) > 1:
             self._time(timed)
 
     def _launch_and_read(self, workspace: Workspace, index: int, contents: list) -> list:

@@ -65,7 +65,7 @@ class Space:
     warmup: int = 10
     confidence: float = 0.95  # for all comparisons together (Bonferroni)
     min_gain: float = 0.0  # a winner's interval must lie below 1 - min_gain
-    kernel_slack: float = 0.0  # neighbour objective: how much slower the kernel itself may get
+    kernel_slack: float = 0.05  # neighbour objective: how much slower beyond noise the kernel itself may get
 
     def to_data(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}
