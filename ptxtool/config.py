@@ -83,7 +83,7 @@ PATH_KEY = Key("a path (string)", lambda v: isinstance(v, str))
 
 # section -> key -> what it must be. None: the section is checked by its own command (optimize, whose settings the
 # optimize service reads with `settings_from_config(table, where)`; tune, whose keys are those of a tune space and
-# are read with `tune_space.read_layer(space, table, where)`, like the spec's `[tune]` and `--space`).
+# are read with `tuning.space.read_layer(space, table, where)`, like the spec's `[tune]` and `--space`).
 SECTIONS: dict[str, dict[str, Key] | None] = {
     "inspect": {
         "arch": TARGET_KEY,

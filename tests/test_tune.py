@@ -1,6 +1,6 @@
 """`ptxtool tune` without a GPU: the space (spec `[tune]`, `--space`, `[tool.ptxtool.tune]`) and its mistakes, the
 candidates and their generators, the dry run, the statistics and the decision, the cache, and exit 3 without a
-driver. The GPU half is tests/test_tune_gpu.py."""
+driver. The GPU half is tests/test_worker.py."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from click.testing import CliRunner
 from ptxtool.cli import main
 from ptxtool.errors import EnvironmentProblem, InputError
 from ptxtool.services import tune as tune_service
-from ptxtool.services import tune_gpu
 from ptxtool.services.launch import load_spec
-from ptxtool.services.tune_gpu import Measurement
-from ptxtool.services.tune_space import (
+from ptxtool.services.tuning import worker
+from ptxtool.services.tuning.space import (
     GENERATORS,
     Candidate,
     Context,
@@ -28,6 +27,7 @@ from ptxtool.services.tune_space import (
     make_candidates,
     read_layer,
 )
+from ptxtool.services.tuning.worker import Measurement
 from ptxtool.sources import read_source
 from ptxtool.syntax import parse
 from ptxtool.toolchain.gpu import DeviceInfo, probe
@@ -397,7 +397,7 @@ def test_a_worker_process_reports_its_error_back(monkeypatch: pytest.MonkeyPatch
 
 def test_neighbour_kernel_assembles(assemble) -> None:
     """As shipped (PTX 7.0 for sm_75: any driver JITs it for its GPU), and raised to sm_90 as an H200's JIT sees it."""
-    hopper = tune_gpu.NEIGHBOUR_PTX.replace(".version 7.0", ".version 7.8").replace(".target sm_75", ".target sm_90")
-    for text in (tune_gpu.NEIGHBOUR_PTX, hopper):
+    hopper = worker.NEIGHBOUR_PTX.replace(".version 7.0", ".version 7.8").replace(".target sm_75", ".target sm_90")
+    for text in (worker.NEIGHBOUR_PTX, hopper):
         cubin, log = assemble(text)
         assert cubin is not None, log

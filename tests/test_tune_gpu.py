@@ -14,7 +14,7 @@ from conftest import SPEC_PTX
 
 from ptxtool.cli import main
 from ptxtool.services import tune as tune_service
-from ptxtool.services.tune_space import GENERATORS, Candidate, Context, Generator
+from ptxtool.services.tuning.space import GENERATORS, Candidate, Context, Generator
 from ptxtool.sources import read_source
 from ptxtool.toolchain.gpu import Gpu, probe
 

@@ -1,7 +1,7 @@
 """tune's GPU half without a GPU: the worker and the service run against a stand-in for `toolchain.gpu.Gpu` that
 keeps memory in NumPy, runs each kernel as a Python function and advances a clock per stream by the kernel's cost
 (with seeded noise). The decisions, the pairing of rounds, early stops, a fault and the worker started again, the
-cache and several GPUs are exercised here; tests/test_tune_gpu.py does the same on a real one."""
+cache and several GPUs are exercised here; tests/test_worker.py does the same on a real one."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 
 from ptxtool.errors import InputError
 from ptxtool.services import tune as tune_service
-from ptxtool.services import tune_gpu
-from ptxtool.services.tune_space import GENERATORS, Candidate, Context, Generator
+from ptxtool.services.tuning import worker
+from ptxtool.services.tuning.space import GENERATORS, Candidate, Context, Generator
 from ptxtool.sources import read_source
 from ptxtool.toolchain.gpu import DeviceInfo, KernelFault, LaunchRefused, LoadedModule
 
@@ -112,7 +112,7 @@ class FakeGpu:
         return LoadedModule(image.decode(), name, "")
 
     def function(self, module: LoadedModule, kernel: str) -> Behaviour:
-        if kernel == tune_gpu.NEIGHBOUR_KERNEL:
+        if kernel == worker.NEIGHBOUR_KERNEL:
             return Behaviour(nothing, 3.0)
         return self.BEHAVIOURS[module.handle]
 
@@ -165,8 +165,8 @@ class FakeGpu:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """The worker in this process on FakeGpu, `count` fake devices; returns the behaviours table to fill."""
-    monkeypatch.setattr(tune_gpu, "Gpu", FakeGpu)
-    monkeypatch.setattr(tune_service, "run_jobs", lambda jobs: [tune_gpu.work(job) for job in jobs])
+    monkeypatch.setattr(worker, "Gpu", FakeGpu)
+    monkeypatch.setattr(tune_service, "run_jobs", lambda jobs: [worker.work(job) for job in jobs])
     monkeypatch.setattr(tune_service, "_devices", lambda gpus: [DEVICE] * (2 if gpus == "all" else int(gpus)))
     monkeypatch.setenv("PTXTOOL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(FakeGpu, "BEHAVIOURS", {COMM.read_text(): Behaviour(copy, 10.0)})
@@ -284,7 +284,7 @@ def test_a_fault_ends_the_worker_and_the_rest_is_measured_by_a_new_one(fake, mon
     plant(monkeypatch, fake, "fast", Behaviour(copy, 8.0))
     started = []
     monkeypatch.setattr(
-        tune_service, "run_jobs", lambda jobs: started.append(len(jobs)) or [tune_gpu.work(j) for j in jobs]
+        tune_service, "run_jobs", lambda jobs: started.append(len(jobs)) or [worker.work(j) for j in jobs]
     )
     result = tune(generators=["crash", "fast"])
     c = by_name(result)

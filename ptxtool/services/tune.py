@@ -1,7 +1,7 @@
 """`ptxtool tune`: choose, on the GPU, the variant of one kernel that is really faster, never one that is slower or
-wrong. Candidates (tune_space) are checked against the input's outputs and timed interleaved with the input in
-worker processes (tune_gpu, one per GPU); a candidate wins only when its paired ratio to the input lies below 1 at
-the stated confidence, corrected for the number of candidates, else the input stays. docs/tune.md has the method.
+wrong. Candidates (tuning/space.py) are checked against the input's outputs and timed interleaved with the input in
+worker processes (tuning/worker.py, one per GPU); a candidate wins only when its paired ratio to the input lies below
+1 at the stated confidence, corrected for the number of candidates, else the input stays. docs/tune.md has the method.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Any
 from ptxtool import __version__
 from ptxtool.errors import EXIT_FOUND, EXIT_OK, EnvironmentProblem, InputError, UsageError
 from ptxtool.services.launch import check_signature, find_kernel, load_spec
-from ptxtool.services.tune_gpu import Entry, Job, Measurement, WorkerResult, work
-from ptxtool.services.tune_space import (
+from ptxtool.services.tuning.space import (
     Candidate,
     Context,
     Space,
@@ -30,6 +29,7 @@ from ptxtool.services.tune_space import (
     read_layer,
     read_space_file,
 )
+from ptxtool.services.tuning.worker import Entry, Job, Measurement, WorkerResult, work
 from ptxtool.sources import Source, Unreadable, parse_source, write_atomic
 from ptxtool.toolchain.gpu import DeviceInfo, Gpu, KernelFault
 from ptxtool.toolchain.timing import Interval, corrected, median_interval, paired_ratios

@@ -19,7 +19,7 @@ from ptxtool.errors import InputError, PtxtoolError
 from ptxtool.services.bench import BATCH, rotation_copies
 from ptxtool.services.launch import GUARD_BYTES, Buffer, LaunchSpec, Workspace, fill
 from ptxtool.services.run import compare, first_change
-from ptxtool.services.tune_space import Launch
+from ptxtool.services.tuning.space import Launch
 from ptxtool.toolchain.gpu import DeviceInfo, Gpu, KernelFault, LaunchRefused
 from ptxtool.toolchain.timing import median_interval, paired_ratios
 
