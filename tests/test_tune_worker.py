@@ -327,3 +327,18 @@ def test_a_budget_spent_times_nothing(fake, monkeypatch: pytest.MonkeyPatch) -> 
     fast = by_name(result)["fast"]
     assert fast.status == "identical" and fast.ratio is None and result.winner == "input"
     assert result.stopped == ["GPU 0: budget spent before the first round"]
+
+
+def test_an_input_that_differs_from_itself_is_bad_input(fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = {"runs": 0}
+
+    def racy(memory: FakeGpu, grid, block, args) -> None:
+        copy(memory, grid, block, args)
+        state["runs"] += 1
+        dst = int.from_bytes(args[1], "little")
+        memory.write(dst, np.array([state["runs"]], np.uint32))
+
+    fake[COMM.read_text()] = Behaviour(racy, 10.0)
+    plant(monkeypatch, fake, "same", Behaviour(copy, 10.0))
+    with pytest.raises(InputError, match="the input plain_copy, run twice on the same inputs: dst\\[0\\]"):
+        tune(generators=["same"])
