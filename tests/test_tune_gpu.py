@@ -98,7 +98,8 @@ def test_neighbour_objective_reports_the_kernel_and_the_neighbour() -> None:
         assert c.neighbour_slowdown is not None and c.neighbour_slowdown.median > 0.5, c.name
         assert c.median_us is not None and c.median_us > 0
     winner = by_name(result)[result.winner]
-    assert result.winner == "input" or (winner.ratio.below and winner.kernel_ratio.low <= 1.0)
+    slack = result.space.kernel_slack
+    assert result.winner == "input" or (winner.ratio.below and winner.kernel_ratio.low <= 1.0 + slack)
 
 
 def test_alone_objective_reports_the_neighbour_slowdown_too() -> None:
