@@ -93,7 +93,7 @@ def tune_lines(r) -> list[str]:
     else:
         gpus = ", ".join(f"GPU {i} {d.name} (CUDA {d.driver})" for i, d in enumerate(r.devices))
         out = [f"{head}, objective {r.space.objective}, on {gpus}" + (" -- from the cache" if r.cached else "")]
-    width = max(len(c.name) for c in r.candidates)
+    width = max(len("candidate"), *(len(c.name) for c in r.candidates))
     out.append(
         f"  {'candidate':{width}} {'verified':10} {'regs':>4} {'spill':>5} {'occ':>5}"
         + ("" if r.dry_run else f"  {'median us':>9}  {'ratio to input [interval]':30} neighbour slowdown")

@@ -361,10 +361,8 @@ class _Worker:
                 intervals[i] = interval
         if not intervals:
             return f"every candidate slower beyond noise after {rounds} rounds"
-        if any(not iv.below for iv in intervals.values()):
-            return ""
-        ranked = sorted(intervals.values(), key=lambda iv: iv.median)
-        if len(ranked) == 1 or ranked[0].high < ranked[1].low:
+        leader, *others = sorted(intervals.values(), key=lambda iv: iv.median)
+        if leader.below and all(other.low is not None and leader.high < other.low for other in others):
             return f"the leader was clear after {rounds} rounds"
         return ""
 
