@@ -15,7 +15,7 @@ from ptxtool import __version__
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
 from ptxtool.report import emit_and_exit
-from ptxtool.report.console import progress, stderr_console
+from ptxtool.report.console import phases, progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
 
 
@@ -339,7 +339,9 @@ def tune_command(file: str, spec: str, output: str | None, space: str | None, as
     table = _settings("tune")
     flags = {key: o.pop(key) for key in ("budget_s", "objective", "neighbour_mib", "gpus")}
     options = tune.Options(spec, output, space, table.table, table.where, flags, **o)
-    emit_and_exit(tune.execute(options, read_inputs((file,))), _form(as_json))
+    with phases("tune") as say:
+        result = tune.execute(options, read_inputs((file,)), say)
+    emit_and_exit(result, _form(as_json))
 
 
 if __name__ == "__main__":

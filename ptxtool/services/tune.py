@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
@@ -165,7 +165,12 @@ class TuneResult:
 # ---------------------------------------------------------------- the service
 
 
-def execute(options: Options, sources: Sequence[Source | Unreadable]) -> TuneResult:
+def execute(
+    options: Options, sources: Sequence[Source | Unreadable], say: Callable[[str], None] | None = None
+) -> TuneResult:
+    """Make the candidates, and unless a dry run, verify and time them (or take the cache's measurements) and
+    decide; `say` is told each phase (a spinner on a terminal)."""
+    say = say or (lambda _: None)
     started = time.monotonic()
     source = _one(sources)
     spec = load_spec(options.spec)
@@ -180,6 +185,7 @@ def execute(options: Options, sources: Sequence[Source | Unreadable]) -> TuneRes
         raise UsageError(f"-o {options.output} is a directory: give the file to write the winner's PTX to")
     devices = [] if options.dry_run else _devices(space.gpus)  # before the candidates: no GPU, no waiting
     context = Context(source, module, function.name, arch, spec, space)
+    say("making candidates (optimize's verification, ptxas)")
     candidates = make_candidates(context, options.space or options.spec)
     results = [CandidateResult(c, _resources(c, context)) for c in candidates]
     result = TuneResult(source.display, function.name, spec.path, arch, space, results, notes=context.notes)
@@ -194,6 +200,7 @@ def execute(options: Options, sources: Sequence[Source | Unreadable]) -> TuneRes
         measurements, result.stopped = cached
         result.cached = True
     else:
+        say(f"checking and timing {len(candidates)} candidates on {len(devices)} GPU{'s' * (len(devices) > 1)}")
         deadline = time.time() + (space.budget_s - (time.monotonic() - started) if space.budget_s else 1e9)
         measurements, result.stopped = _measure(source, function.name, spec, space, results, devices, deadline)
         _cache_write(key, measurements, result.stopped)
