@@ -110,6 +110,13 @@ def test_space_file_mistakes_exit_2_with_file_and_key(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "1.5 is not a s32 value" in result.output
 
 
+def test_config_knows_every_tune_key() -> None:
+    from ptxtool.config import _TUNE
+    from ptxtool.services.tuning.space import KEYS
+
+    assert sorted(_TUNE) == sorted(KEYS)
+
+
 def test_spec_tune_table_is_read_and_run_still_accepts_the_spec(tmp_path: Path) -> None:
     spec = tmp_path / "copy.toml"
     spec.write_text((SAMPLES / "plain_copy.toml").read_text() + "\n[tune]\ngrid = [20, 132]\ncache_operators = []\n")
@@ -127,7 +134,10 @@ def test_config_section_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.tune]\nobjective = "neighbour"\nneighbor-mib = 3\n')
     monkeypatch.chdir(tmp_path)
     result = invoke(str(COMM), "-s", str(SAMPLES / "plain_copy.toml"), "--dry-run")
-    assert result.exit_code == 2 and "pyproject.toml: error: unknown tune setting 'neighbor-mib'" in result.output
+    assert result.exit_code == 2 and "[tool.ptxtool.tune]: unknown key 'neighbor-mib'" in result.output
+    (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.tune]\nobjective = "fast"\n')
+    result = invoke(str(COMM), "-s", str(SAMPLES / "plain_copy.toml"), "--dry-run")
+    assert result.exit_code == 2 and "pyproject.toml: error: tune setting `objective`: one of alone" in result.output
     (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.tune]\nobjective = "neighbour"\ncache-operators = []\n')
     result = invoke(str(COMM), "-s", str(SAMPLES / "plain_copy.toml"), "--dry-run", "--json")
     assert result.exit_code == 0, result.output

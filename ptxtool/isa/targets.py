@@ -12,6 +12,10 @@ from ptxtool.syntax.names import TARGET
 
 Version = tuple[int, int]
 
+# The most threads a block may have in x, y and z, and in all: CUDA's limits on every target ptxas still accepts.
+MAX_BLOCK = (1024, 1024, 64)
+MAX_BLOCK_THREADS = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Target:

@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
-from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
-from ptxtool.passes.report import Dropped, Insertion, Rewrite
+from ptxtool.passes.cache_operators import POLICIES, Policy, Settings
+from ptxtool.passes.report import Insertion, Rewrite, dropped_rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.names import matches
@@ -126,7 +126,7 @@ class OptimizeResult:
     text: str
     reports: list[PassReport]
     kernels: list[KernelChange] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
+    dropped: list[Diagnostic] = field(default_factory=list)  # optimize/dropped: each with why, in words
     insertions: list[Insertion] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checks: Checks = field(default_factory=Checks)
@@ -175,43 +175,24 @@ class OptimizeResult:
 
 
 def settings_from_config(table: dict[str, Any], where: str) -> tuple[tuple[str, ...], Settings]:
-    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]`; InputError on unknown keys.
-    `store-hint` is `store_hint`: keys are spelled like the flags and the other tables too."""
+    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]` as config.load checked it (keys
+    spelled like the flags too: `store-hint` is `store_hint`); `where` names the file when a pass is unknown."""
     table = {key.replace("-", "_"): value for key, value in table.items()}
-    known = {"passes", "noalias", "store_hint", "include", "exclude", *POLICIES}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: unknown key {unknown[0]!r} (known: {sorted(known)})")
-    passes = tuple(_strings(table, "passes", where) or DEFAULT_PIPELINE)
+    passes = tuple(table.get("passes") or DEFAULT_PIPELINE)
     check_passes(passes, where)
-    include, exclude = _strings(table, "include", where), _strings(table, "exclude", where)
+    include, exclude = table.get("include", []), table.get("exclude", [])
     defaults = Settings()
-    policies = {name: _policy(table.get(name), getattr(defaults, name), include, exclude, where) for name in POLICIES}
+    policies = {name: _policy(table.get(name), getattr(defaults, name), include, exclude) for name in POLICIES}
     hint = table.get("store_hint", defaults.store_hint)
-    if hint not in STORE_HINTS:
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: store_hint must be one of {list(STORE_HINTS)}")
-    return passes, Settings(**policies, noalias=tuple(_strings(table, "noalias", where)), store_hint=hint)
+    return passes, Settings(**policies, noalias=tuple(table.get("noalias", [])), store_hint=hint)
 
 
-def _strings(table: dict[str, Any], key: str, where: str) -> list[str]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: {key} must be a list of strings")
-    return value
-
-
-def _policy(value: Any, default: Policy, include: list[str], exclude: list[str], where: str) -> Policy:
+def _policy(value: Any, default: Policy, include: list[str], exclude: list[str]) -> Policy:
     """A policy from `true`/`false` or `{enabled = true, include = [...], exclude = [...]}`."""
-    if value is None or isinstance(value, bool):
-        enabled = default.enabled if value is None else value
-        return Policy(enabled, tuple(include), tuple(exclude))
-    if isinstance(value, dict) and set(value) <= {"enabled", "include", "exclude"}:
-        return Policy(
-            bool(value.get("enabled", True)),
-            tuple(_strings(value, "include", where) or include),
-            tuple(_strings(value, "exclude", where) + exclude),
-        )
-    raise InputError.at(where, "[tool.ptxtool.optimize]: a policy is true/false or {enabled, include, exclude}")
+    if isinstance(value, dict):
+        globs = value.get("include") or include
+        return Policy(value.get("enabled", True), tuple(globs), tuple(value.get("exclude", []) + exclude))
+    return Policy(default.enabled if value is None else value, tuple(include), tuple(exclude))
 
 
 def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> tuple[tuple[str, ...], Settings]:
@@ -306,7 +287,7 @@ def _keep_verified(
     before: _Build,
     arch: str,
     strict: bool,
-) -> tuple[list[_Unit], list[Dropped], list[str], _Build]:
+) -> tuple[list[_Unit], list[Diagnostic], list[str], _Build]:
     """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
     kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
     path = source.display
@@ -335,7 +316,7 @@ def _keep_verified(
                 [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
                 after,
             )
-        dropped += [Dropped(r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
+        dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
 
