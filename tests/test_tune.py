@@ -80,14 +80,14 @@ def test_layers_override_in_order() -> None:
         ({"gird": [1]}, "unknown tune setting 'gird'"),
         ({"grid": {"from": 10, "to": 1, "step": 1}}, "tune setting `grid`: a range needs numbers with from <= to"),
         ({"grid": {"from": 1, "to": 10}}, "a range is {from = A, to = B, step = S}"),
-        ({"block": [2048]}, "tune setting `block`: block [2048, 1, 1] has 2048 threads"),
+        ({"block": [2048]}, "tune setting `block`: block [2048, 1, 1] has 2048 threads; a block holds 1024 at most"),
         ({"grid": [0]}, "tune setting `grid`: a value is a positive integer"),
         ({"objective": "fast"}, "tune setting `objective`: one of alone, neighbour"),
         ({"cache_operators": ["fastest"]}, "unknown variant 'fastest'"),
         ({"confidence": 1.5}, "tune setting `confidence`: a number from 0.5 to 0.9999"),
         ({"args": {"n": []}}, "tune setting `args.n`"),
         ({"generators": ["nope"]}, "unknown generator 'nope'"),
-        ({"grid": {"from": 1, "to": 100000, "step": 1}}, "more than 1024 values"),
+        ({"grid": {"from": 1, "to": 100000, "step": 1}}, "more than 4096 values"),
     ],
 )
 def test_space_mistakes_name_the_file_and_key(table: dict, message: str) -> None:

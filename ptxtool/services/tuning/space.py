@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from ptxtool.errors import InputError
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.services.launch import DTYPES, FLOAT_TYPES, LaunchSpec, Scalar
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
 
 OBJECTIVES = ("alone", "neighbour")
-MAX_VALUES = 1024  # values one range may expand to
+MAX_VALUES = 4096  # values one range may expand to
 Dims = tuple[int, int, int]
 
 # cache-operator variants tune tries: name -> changes to the pass's defaults (readonly, streaming, stores on);
@@ -86,8 +87,9 @@ def _dims(value: Any, key: str, where: str) -> Dims:
     if not isinstance(items, list) or not 1 <= len(items) <= 3 or not all(_positive_int(v) for v in items):
         raise _fail(where, key, f"a value is a positive integer or a list of 1 to 3 of them; got {value!r}")
     dims = (*items, *[1] * (3 - len(items)))
-    if key == "block" and math.prod(dims) > 1024:
-        raise _fail(where, key, f"block {list(dims)} has {math.prod(dims)} threads; a block holds at most 1024")
+    threads = math.prod(dims)
+    if key == "block" and threads > MAX_BLOCK_THREADS:
+        raise _fail(where, key, f"block {list(dims)} has {threads} threads; a block holds {MAX_BLOCK_THREADS} at most")
     return dims  # type: ignore[return-value]
 
 
