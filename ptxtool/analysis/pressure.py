@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.dataflow.liveness import Liveness, liveness
+from ptxtool.analysis.dataflow.liveness import Liveness, Names, liveness
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +24,12 @@ class PressurePoint:
 
 @dataclass(frozen=True)
 class PressureCurve:
-    """The curve for one function, in op order, and the registers live at each op (for explaining the peak)."""
+    """The curve for one function, in op order, and the registers live at each op (for explaining the peak):
+    `live[i]` is a set of register keys, built from `liveness`'s masks when asked for."""
 
     function: str
     points: tuple[PressurePoint, ...]
-    live: tuple[frozenset[str], ...]
+    live: Names
 
     def by_line(self) -> dict[int, int]:
         """The highest pressure at each PTX line (several ops can share a line), to set beside per-line counts
@@ -45,16 +46,32 @@ class PressureCurve:
         return max(self.points, key=lambda p: p.units, default=None)
 
 
+def unit_classes(cfg: CFG, live: Liveness) -> tuple[tuple[int, int], ...]:
+    """(units, mask of the registers that take that many 32-bit units), so a mask's size is a few popcounts."""
+    registers = cfg.linear.registers
+    by_units: dict[int, int] = {}
+    for key, b in live.bit.items():
+        units = registers[key].units
+        if units:
+            by_units[units] = by_units.get(units, 0) | b
+    return tuple(by_units.items())
+
+
 def pressure(cfg: CFG, live: Liveness | None = None) -> PressureCurve:
     """The pressure curve of a function from its liveness (computed here when not given)."""
     live = live or liveness(cfg)
-    registers = cfg.linear.registers
+    classes = unit_classes(cfg, live)
+
+    def units(mask: int) -> int:
+        return sum(n * (mask & m).bit_count() for n, m in classes)
+
     points = []
     at = []
     for op in cfg.linear.ops:
-        after = live.live_out[op.index] | set(op.defs)
-        before = live.live_in[op.index]
-        here = max(before, after, key=lambda s: sum(registers[k].units for k in s))
-        points.append(PressurePoint(op.index, op.line, sum(registers[k].units for k in here)))
-        at.append(frozenset(here))
-    return PressureCurve(cfg.function.name, tuple(points), tuple(at))
+        after = live.mask_out[op.index] | live.mask(op.defs)
+        before = live.mask_in[op.index]
+        ub, ua = units(before), units(after)
+        here, n = (after, ua) if ua > ub else (before, ub)
+        points.append(PressurePoint(op.index, op.line, n))
+        at.append(here)
+    return PressureCurve(cfg.function.name, tuple(points), Names(live, tuple(at)))

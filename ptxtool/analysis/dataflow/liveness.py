@@ -6,14 +6,18 @@ live above it and earlier definitions still reach past it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import overload
 
 from ptxtool.analysis.cfg import CFG
 
 ENTRY = -1  # the "definition" of a register used before any write (a .func .reg parameter, or garbage)
 
 
-def _bits(mask: int):
+def bits(mask: int) -> Iterator[int]:
+    """The positions of a mask's set bits, lowest first."""
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
@@ -22,16 +26,61 @@ def _bits(mask: int):
 
 @dataclass(frozen=True)
 class Liveness:
-    """The registers live just before (`live_in`) and just after (`live_out`) each op, by op index."""
+    """The registers live just before (`mask_in`) and just after (`mask_out`) each op, by op index, as bit masks over
+    `keys` (bit i is `keys[i]`): one int per op; sets of names only for the ops looked at (`live_in[i]`)."""
 
-    live_in: tuple[frozenset[str], ...]
-    live_out: tuple[frozenset[str], ...]
+    keys: tuple[str, ...]
+    mask_in: tuple[int, ...]
+    mask_out: tuple[int, ...]
+
+    @cached_property
+    def bit(self) -> dict[str, int]:
+        """Each register key's one-bit mask."""
+        return {k: 1 << i for i, k in enumerate(self.keys)}
+
+    def names(self, mask: int) -> frozenset[str]:
+        """The register keys of a mask."""
+        return frozenset(self.keys[j] for j in bits(mask))
+
+    def mask(self, keys: Iterable[str]) -> int:
+        """The mask of some register keys (keys the function never mentions have no bit and are left out)."""
+        bit = self.bit
+        return sum(bit[k] for k in set(keys) if k in bit)
+
+    @property
+    def live_in(self) -> Names:
+        return Names(self, self.mask_in)
+
+    @property
+    def live_out(self) -> Names:
+        return Names(self, self.mask_out)
+
+
+@dataclass(frozen=True)
+class Names(Sequence[frozenset[str]]):
+    """Per-op masks read as sets of register keys, each set built when it is asked for."""
+
+    liveness: Liveness
+    masks: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.masks)
+
+    @overload
+    def __getitem__(self, i: int) -> frozenset[str]: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[frozenset[str], ...]: ...
+    def __getitem__(self, i: int | slice) -> frozenset[str] | tuple[frozenset[str], ...]:
+        if isinstance(i, slice):
+            return tuple(self.liveness.names(m) for m in self.masks[i])
+        return self.liveness.names(self.masks[i])
 
 
 def liveness(cfg: CFG) -> Liveness:
-    """Backward may-analysis to a fixed point over the blocks, then one backward walk per block."""
+    """Backward may-analysis to a fixed point over the blocks, then one backward walk per block; registers are
+    numbered once and every set is an int."""
     ops = cfg.linear.ops
-    keys = sorted({k for op in ops for k in (*op.defs, *op.uses)})
+    keys = tuple(sorted({k for op in ops for k in (*op.defs, *op.uses)}))
     bit = {k: 1 << i for i, k in enumerate(keys)}
     uses = [sum(bit[u] for u in set(op.uses)) for op in ops]
     kills = [0 if op.guarded else sum(bit[d] for d in set(op.defs)) for op in ops]
@@ -56,18 +105,17 @@ def liveness(cfg: CFG) -> Liveness:
             if new != live_in_block[b]:
                 live_in_block[b] = new
                 changed = True
-    names = {v: k for k, v in bit.items()}
-    live_in: list[frozenset[str]] = [frozenset()] * len(ops)
-    live_out: list[frozenset[str]] = [frozenset()] * len(ops)
+    live_in = [0] * len(ops)
+    live_out = [0] * len(ops)
     for block in cfg.blocks:
         live = 0
         for s in block.successors:
             live |= live_in_block[s]
         for i in range(block.end - 1, block.start - 1, -1):
-            live_out[i] = frozenset(names[1 << j] for j in _bits(live))
+            live_out[i] = live
             live = (live & ~kills[i]) | uses[i]
-            live_in[i] = frozenset(names[1 << j] for j in _bits(live))
-    return Liveness(tuple(live_in), tuple(live_out))
+            live_in[i] = live
+    return Liveness(keys, tuple(live_in), tuple(live_out))
 
 
 @dataclass(frozen=True)
@@ -119,7 +167,7 @@ def def_use(cfg: CFG) -> DefUse:
             reach |= out_block[p]
         for i in range(block.start, block.end):
             for u in dict.fromkeys(ops[i].uses):
-                found = tuple(sites[j][0] for j in _bits(reach & of_reg.get(u, 0)))
+                found = tuple(sites[j][0] for j in bits(reach & of_reg.get(u, 0)))
                 defs_of[(i, u)] = found or (ENTRY,)
                 for d in found:
                     uses_of.setdefault((d, u), []).append(i)
