@@ -123,14 +123,14 @@ class _Neighbours:
     is a hash look-up and a bisection instead of a comparison with every other access (quadratic: a kernel with
     1,600 loads took minutes)."""
 
-    spans: dict[tuple[MemoryBase, frozenset[tuple[Symbol, int]]], tuple[int, int]]  # same terms: least, most const
+    spans: dict[tuple[MemoryBase, _Shape], tuple[int, int]]  # same terms: least, most const
     offsets: dict[tuple[MemoryBase, _Shape], list[tuple[int, int]]]  # same shape: (const, op), sorted
     bases: Counter[tuple[MemoryBase, int | None]]  # accesses per pointer (op None), and per pointer and op
     local: Counter[tuple[MemoryBase, int | None, _Shape]]  # the same, per shape off the grid size
 
     @classmethod
     def of(cls, accesses: tuple[MemoryAccess, ...]) -> _Neighbours:
-        spans: dict[tuple[MemoryBase, frozenset[tuple[Symbol, int]]], tuple[int, int]] = {}
+        spans: dict[tuple[MemoryBase, _Shape], tuple[int, int]] = {}
         offsets: dict[tuple[MemoryBase, _Shape], list[tuple[int, int]]] = {}
         bases: Counter[tuple[MemoryBase, int | None]] = Counter()
         local: Counter[tuple[MemoryBase, int | None, _Shape]] = Counter()
