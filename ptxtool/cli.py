@@ -14,7 +14,8 @@ import click
 from ptxtool import __version__
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
-from ptxtool.report import emit_and_exit
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
+from ptxtool.report import FORMATS, emit_and_exit
 from ptxtool.report.console import progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
 
@@ -161,7 +162,11 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @main.command("inspect", help=HELP["inspect"])
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a), not the module's .target.")
-@click.option("--block-size", type=click.IntRange(1, 1024), help="Threads per block (default: .reqntid/.maxntid, 256).")
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, MAX_BLOCK_THREADS),
+    help="Threads per block (default: .reqntid/.maxntid, 256).",
+)
 @click.option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
 @click.option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")
@@ -232,7 +237,7 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
 @click.option(
     "--output-format",
-    type=click.Choice(["text", "json", "sarif", "github"]),
+    type=click.Choice(FORMATS),
     help="Findings as lines, JSON (ptxtool.lint/1), SARIF 2.1.0 or GitHub Actions annotations (default: text).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Same as --output-format json.")
@@ -295,6 +300,9 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
+@click.option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
+@click.option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
+@click.option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
 def optimize_command(
     file: str,
@@ -314,6 +322,7 @@ def optimize_command(
     chosen = optimize.Options(
         passes, settings, flags["arch"], strict, spec, output, in_place, show_diff, verbose, named
     )
+    chosen = replace(chosen, roles=optimize.roles_from(flags))
     emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ptxtool.errors import InputError
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.syntax.names import TARGET
 
 
@@ -43,15 +44,9 @@ def read_toml(path: Path) -> dict:
         raise InputError.at(str(path), f"not valid TOML: {message.split(' (at line')[0]}", line) from None
 
 
-def tool_config(section: str | None = None, start: Path | None = None) -> dict:
-    """`[tool.ptxtool]`, or its sub-table `[tool.ptxtool.<section>]`, from the nearest pyproject.toml; {} if none.
-    Unchecked: commands read their settings through `load`."""
-    path = find_pyproject(start)
-    return {} if path is None else _table(read_toml(path), str(path), section)
-
-
-def _table(data: dict, where: str, section: str | None) -> dict:
-    table, names = data, ["tool", "ptxtool", *([section] if section is not None else [])]
+def _root(data: dict, where: str) -> dict:
+    """`[tool.ptxtool]` of a parsed pyproject.toml ({} when it has none)."""
+    table, names = data, ["tool", "ptxtool"]
     for depth, name in enumerate(names, 1):
         table = table.get(name, {})
         if not isinstance(table, dict):
@@ -78,15 +73,38 @@ def _strings(v: Any) -> bool:
     return isinstance(v, list) and all(isinstance(s, str) for s in v)
 
 
+def _policy(v: Any) -> bool:
+    """`true`/`false`, or a table `{enabled = true/false, include = [globs], exclude = [globs]}`."""
+    if isinstance(v, bool):
+        return True
+    if not isinstance(v, dict) or not set(v) <= {"enabled", "include", "exclude"}:
+        return False
+    return isinstance(v.get("enabled", True), bool) and all(_strings(v[k]) for k in ("include", "exclude") if k in v)
+
+
 TARGET_KEY = Key('a target such as "sm_90a"', _target)
 PATH_KEY = Key("a path (string)", lambda v: isinstance(v, str))
+GLOBS_KEY = Key("a list of kernel names or globs", _strings)
+POLICY_KEY = Key("true, false or a table {enabled = true/false, include = [...], exclude = [...]}", _policy)
 
-# section -> key -> what it must be. None: the section is checked by its own command (for now: optimize, whose
-# settings the optimize service reads with `settings_from_config(table, where)`).
-SECTIONS: dict[str, dict[str, Key] | None] = {
+# [tool.ptxtool.optimize]: the cache-operators pass's policies and hints (passes/cache_operators.py: POLICIES,
+# STORE_HINTS; tests/test_config.py holds them to these). Pass names are checked against the registry by the service.
+_OPTIMIZE = {
+    "passes": Key("a list of pass names", _strings),
+    "noalias": GLOBS_KEY,
+    "include": GLOBS_KEY,
+    "exclude": GLOBS_KEY,
+    "store_hint": Key('"cs" or "L1::no_allocate"', lambda v: v in ("cs", "L1::no_allocate")),
+    **dict.fromkeys(("readonly", "streaming", "stores", "l2_evict_first", "unsafe_volatile_nc"), POLICY_KEY),
+}
+
+# section -> key -> what it must be
+SECTIONS: dict[str, dict[str, Key]] = {
     "inspect": {
         "arch": TARGET_KEY,
-        "block-size": Key("an integer from 1 to 1024", lambda v: type(v) is int and 1 <= v <= 1024),
+        "block-size": Key(
+            f"an integer from 1 to {MAX_BLOCK_THREADS}", lambda v: type(v) is int and 1 <= v <= MAX_BLOCK_THREADS
+        ),
         "backend": Key('"ptxas" or "nvjitlink"', lambda v: v in ("ptxas", "nvjitlink")),
         "budget": PATH_KEY,
         "baseline": PATH_KEY,
@@ -99,7 +117,7 @@ SECTIONS: dict[str, dict[str, Key] | None] = {
         "arch": Key('a GPU target such as "sm_90a"', _target),
         "fail-on": Key('"error", "warning" or "note"', lambda v: v in ("error", "warning", "note")),
     },
-    "optimize": None,
+    "optimize": _OPTIMIZE | {key.replace("_", "-"): rule for key, rule in _OPTIMIZE.items()},  # either spelling
 }
 # sections that may also hold sub-tables, checked by their command (lint: per-rule options, by the rule registry)
 SUBTABLES = {"lint"}
@@ -137,7 +155,7 @@ def load(section: str, start: Path | None = None) -> Table:
     if path is None:
         return Table()
     where = str(path)
-    root = _table(read_toml(path), where, None)
+    root = _root(read_toml(path), where)
     for name, value in root.items():
         if name not in SECTIONS:
             known = ", ".join(SECTIONS)
@@ -146,7 +164,7 @@ def load(section: str, start: Path | None = None) -> Table:
             raise InputError.at(where, f"[tool.ptxtool.{name}] must be a table")
     table = root.get(section, {})
     schema = SECTIONS[section]
-    for key, value in table.items() if schema is not None else ():
+    for key, value in table.items():
         rule = schema.get(key)
         if rule is None and section in SUBTABLES:  # a rule's table, or a typo only the rule registry can name
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FOUND = 1  # the command ran and found something: a file would change, findings, failed verification
@@ -27,21 +28,30 @@ class Location:
     source: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Diagnostic:
-    """One message about an input, printed as `path:line:col: severity: message`: the one record for parse errors,
-    legality problems, lint findings (`code` the rule id), budget violations and verification problems."""
+    """One message about an input, printed as `path:line:col: code severity: message`: the one record for parse
+    errors, legality problems, lint findings (`code` the rule id), budget and baseline violations (`budget/<limit>`,
+    `baseline/<metric>`), ptxas warnings (`ptxas/<kind>`) and rewrites verification dropped (`optimize/dropped`).
+    `properties` are the facts its JSON document promises beside these (a finding's rule name, a violation's kernel:
+    SARIF's property bag)."""
 
     location: Location
     message: str
     severity: str = "error"
-    notes: list[str] = field(default_factory=list)
-    code: str = ""
+    notes: tuple[str, ...] = field(default=(), kw_only=True)
+    code: str = field(default="", kw_only=True)
+    properties: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
-    def to_data(self) -> dict:
-        """The JSON form every command's `errors` list uses."""
+    def to_data(self) -> dict[str, Any]:
+        """The JSON form of every diagnostic in every document (`errors`, `findings`, `violations`, `dropped`)."""
         loc = self.location
-        return {"path": loc.path, "line": loc.line, "column": loc.column, "message": self.message}
+        where = {"path": loc.path, "line": loc.line, "column": loc.column}
+        return (
+            where
+            | {"severity": self.severity, "code": self.code, "message": self.message, "notes": list(self.notes)}
+            | self.properties
+        )
 
 
 class InputError(PtxtoolError):

@@ -80,3 +80,16 @@ def assemble(ptxas: str, tmp_path_factory) -> Callable[[str], tuple[bytes | None
         return (cubin.read_bytes() if result.returncode == 0 else None), result.stderr
 
     return run
+
+
+def nc_added(text: str, settings, key: str = "after") -> dict[str, list]:
+    """Per kernel, each cache-operators rewrite that made a load `.nc`, as its `key` (the mnemonic after, or `line`)."""
+    from ptxtool.passes.cache_operators import cache_operators
+    from ptxtool.syntax import parse
+
+    _, report = cache_operators(parse(text), settings)
+    out: dict[str, list] = {}
+    for r in report.rewrites:
+        if ".nc." in r.after and ".nc." not in r.before:
+            out.setdefault(r.kernel, []).append(getattr(r, key))
+    return out

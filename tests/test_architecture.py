@@ -18,7 +18,7 @@ SAMPLES = ROOT / "samples"
 
 # layer -> rank; a module may import its own rank, lower ranks, and the leaves
 RANKS = {"base": 0, "syntax": 1, "isa": 2, "analysis": 3, "passes": 4, "services": 5, "cli": 6}
-LEAVES = {"toolchain", "report", "config", "sources"}  # used from anywhere; they import only base, syntax, leaves
+LEAVES = {"toolchain", "report", "config", "sources"}  # used from anywhere; they import base, syntax, isa, leaves
 TOP = {
     "errors": "base",
     "cache": "base",
@@ -76,7 +76,7 @@ def _allowed(importer: str, imported: str) -> bool:
     if b in LEAVES:
         return True
     if a in LEAVES:
-        return RANKS[b] <= RANKS["syntax"]
+        return RANKS[b] <= RANKS["isa"]
     return RANKS[b] <= RANKS[a] and not (b == "cli" and a != "cli")
 
 
@@ -99,6 +99,7 @@ def test_the_import_check_can_fail():
     assert not _allowed("ptxtool.passes.cache_operators", "ptxtool.services.inspect")
     assert not _allowed("ptxtool.report.text", "ptxtool.services.lint")
     assert not _allowed("ptxtool.services.parse", "ptxtool.cli")
+    assert not _allowed("ptxtool.config", "ptxtool.analysis.cfg") and _allowed("ptxtool.config", "ptxtool.isa.targets")
     assert _allowed("ptxtool.services.parse", "ptxtool.report.text") and _allowed("ptxtool.cli", "ptxtool.services")
 
 
@@ -117,7 +118,12 @@ ONCE = (
     "find_pyproject",
     "Diagnostic",
     "dot_to_svg",
+    "MAX_BLOCK",
+    "MAX_BLOCK_THREADS",
+    "block_bounds",
 )
+# record types that each said "something is wrong here" their own way; errors.Diagnostic is the one now
+GONE = ("Finding", "Violation", "Problem", "Dropped")
 
 
 def _definitions() -> dict[str, list[str]]:
@@ -141,6 +147,7 @@ def test_each_known_fact_is_defined_once():
     twice = {name: found[name] for name in ONCE if len(found.get(name, [])) > 1}
     assert twice == {}
     assert all(name in found for name in ONCE), [n for n in ONCE if n not in found]
+    assert {name: found[name] for name in GONE if name in found} == {}
 
 
 def test_the_sm_target_pattern_is_written_once_here():
@@ -153,6 +160,27 @@ def test_the_sm_target_pattern_is_written_once_here():
         if pattern.search(p.read_text()) and "grammar" not in p.parts
     }
     assert spelled - homes == set()
+
+
+def test_the_block_limits_are_written_once_here():
+    """CUDA's 1024 threads per block (and 1024, 1024, 64 per dimension) live in isa/targets.py; nothing else spells
+    them as a limit (`IntRange(1, 1024)`, `<= 1024`, `(1024, 1024, 64)`)."""
+    pattern = re.compile(r"\b1024\b\s*[,)]|[<>]=?\s*1024\b")
+    spelled = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if pattern.search(p.read_text())}
+    assert spelled - {"ptxtool/isa/targets.py"} == set()
+
+
+def test_maxntid_and_reqntid_are_read_in_one_place():
+    """A kernel's `.maxntid`/`.reqntid` are read by analysis/launch_bounds.py (`block_bounds`) for every user; the
+    ISA table (isa/features.py) is the only other place that names them."""
+    words = {".maxntid", ".reqntid", "maxntid", "reqntid"}
+    homes = {"ptxtool/analysis/launch_bounds.py", "ptxtool/isa/features.py"}
+    naming = {
+        str(p.relative_to(ROOT))
+        for p in PACKAGE.rglob("*.py")
+        if any(isinstance(n, ast.Constant) and n.value in words for n in ast.walk(ast.parse(p.read_text())))
+    }
+    assert naming - homes == set()
 
 
 def test_cli_is_declarations():

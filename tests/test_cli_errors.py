@@ -243,7 +243,7 @@ def test_optimize_config_keys_may_be_spelled_like_the_flags(tmp_path, monkeypatc
     (tmp_path / "pyproject.toml").write_text('[tool.ptxtool.optimize]\nstore-hint = "sometimes"\n')
     monkeypatch.chdir(tmp_path)
     result = run("optimize", PTX)
-    assert result.exit_code == EXIT_INPUT and "store_hint must be one of ['cs', 'L1::no_allocate']" in result.stderr
+    assert result.exit_code == EXIT_INPUT and 'store-hint must be "cs" or "L1::no_allocate"' in result.stderr
 
 
 def test_nvjitlink_with_a_target_it_does_not_know_is_bad_input():

@@ -30,6 +30,14 @@ PTX = str(Path(__file__).resolve().parent.parent / "samples" / "elementwise.sm90
         ("[tool.ptxtool.lint]\nptxas = 'no'\n", "lint", "ptxas must be true or false"),
         ("[tool.ptxtool.lint]\nfail-on = 'never'\n", "lint", "fail-on must be"),
         ("[tool.ptxtool.inspect]\nunknown = 1\n", "inspect", "unknown key 'unknown'"),
+        ("[tool.ptxtool.optimize]\nreadonyl = true\n", "optimize", "unknown key 'readonyl'"),
+        ("[tool.ptxtool.optimize]\nnoalias = 'k'\n", "optimize", "noalias must be a list of kernel names or globs"),
+        ("[tool.ptxtool.optimize]\npasses = 'cache-operators'\n", "optimize", "passes must be a list of pass names"),
+        ("[tool.ptxtool.optimize]\nstore_hint = 'wb'\n", "optimize", 'store_hint must be "cs" or "L1::no_allocate"'),
+        ("[tool.ptxtool.optimize]\nstores = 'yes'\n", "optimize", "stores must be true, false or a table"),
+        ("[tool.ptxtool.optimize]\nstreaming = {enabld = true}\n", "optimize", "streaming must be true, false or"),
+        ("[tool.ptxtool.optimize]\nstreaming = {enabled = 1}\n", "optimize", "streaming must be true, false or"),
+        ("[tool.ptxtool.optimize]\nl2-evict-first = {exclude = 'k*'}\n", "optimize", "l2-evict-first must be"),
     ],
 )
 def test_bad_settings_name_file_and_key(tmp_path, text, section, complaint):
@@ -38,6 +46,51 @@ def test_bad_settings_name_file_and_key(tmp_path, text, section, complaint):
         load(section, tmp_path)
     diagnostic = error.value.diagnostics[0]
     assert diagnostic.location.path == str(tmp_path / "pyproject.toml") and complaint in diagnostic.message
+
+
+def test_good_optimize_settings_pass_in_either_spelling(tmp_path):
+    text = (
+        "[tool.ptxtool.optimize]\nstore-hint = 'L1::no_allocate'\nl2_evict_first = {enabled = true, include = ['k*']}\n"
+    )
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert set(load("optimize", tmp_path).table) == {"store-hint", "l2_evict_first"}
+
+
+def test_the_optimize_schema_is_the_pass_settings():
+    """config.py spells [tool.ptxtool.optimize]'s keys and store hints; they must be the pass's, and --store-hint's."""
+    from ptxtool.cli import optimize_command
+    from ptxtool.config import SECTIONS
+    from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS
+
+    schema = SECTIONS["optimize"]
+    assert {key.replace("-", "_") for key in schema} == {
+        "passes",
+        "noalias",
+        "include",
+        "exclude",
+        "store_hint",
+        *POLICIES,
+    }
+    hints = ("cs", "L1::no_allocate", "wb", "cg", "L1::evict_first", "L2::evict_first", "")
+    assert tuple(h for h in hints if schema["store_hint"].good(h)) == STORE_HINTS
+    (choice,) = [p.type.choices for p in optimize_command.params if p.name == "store_hint"]
+    assert tuple(choice) == STORE_HINTS
+
+
+def test_the_nearest_pyproject_is_read(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool.inspect]\nblock-size = 128\n")
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    table = load("inspect", deep)
+    assert table.path == tmp_path / "pyproject.toml" and table.table == {"block-size": 128}
+    assert load("lint", deep).table == {}
+
+
+def test_bad_toml_is_input_error_at_its_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ptxtool]\narch = \n")
+    with pytest.raises(InputError) as error:
+        load("inspect", tmp_path)
+    assert error.value.diagnostics[0].location.line == 2
 
 
 def test_negative_rule_option_is_refused(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ flag are exactly the lines ptxas rejects; on a matrix of instructions x targets,
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from pathlib import Path
@@ -73,7 +74,7 @@ CASES = [
 def test_flagged_lines_equal_ptxas_error_lines(name, target, version, at_least, tmp_path):
     text = mutate((CORPUS / name).read_text(), target, version)
     module = parse(text)
-    ours = {p.line for p in check_module(module)}
+    ours = {p.location.line for p in check_module(module)}
     code, theirs = ptxas_error_lines(text, tmp_path)
     assert ours == header_lines_to_function(module, theirs)
     assert len(ours) >= at_least
@@ -84,7 +85,7 @@ def test_flagged_lines_equal_ptxas_error_lines(name, target, version, at_least, 
 def test_every_corpus_file_moved_to_sm75_agrees_with_ptxas(path, tmp_path):
     text = mutate(path.read_text(), target="sm_75", version="9.0")
     module = parse(text)
-    ours = {p.line for p in check_module(module)}
+    ours = {p.location.line for p in check_module(module)}
     assert ours == header_lines_to_function(module, ptxas_error_lines(text, tmp_path)[1])
 
 
@@ -281,7 +282,7 @@ def snippet_file(target: str) -> str:
 def test_instruction_matrix_agrees_with_ptxas(target, tmp_path):
     text = snippet_file(target)
     lines = text.splitlines()
-    ours = {p.line for p in check_module(parse(text))}
+    ours = {p.location.line for p in check_module(parse(text))}
     _, theirs = ptxas_error_lines(text, tmp_path)
     assert {lines[n - 1] for n in ours} == {lines[n - 1] for n in theirs}
 
@@ -295,7 +296,7 @@ VERSIONS += [("sm_100a", "8.6"), ("sm_100a", "8.7"), ("sm_100a", "8.8"), ("sm_12
 def test_instruction_matrix_across_versions_agrees_with_ptxas(target, version, tmp_path):
     text = snippet_file(target).replace(".version 9.0", f".version {version}", 1)
     lines = text.splitlines()
-    ours = {p.line for p in check_module(parse(text))}
+    ours = {p.location.line for p in check_module(parse(text))}
     _, theirs = ptxas_error_lines(text, tmp_path)
     assert {lines[n - 1] for n in ours} == {lines[n - 1] for n in theirs}
 
@@ -310,3 +311,12 @@ def test_cli_parse_check_reports_and_exits_1(tmp_path):
     )
     good = CliRunner().invoke(main, ["parse", "--check", str(CORPUS / "ptx/hopper.sm90a.ptx")])
     assert good.exit_code == 0 and "error" not in good.stderr
+    document = json.loads(CliRunner().invoke(main, ["parse", "--check", "--json", str(bad)]).stdout)
+    said = {(p["path"], p["line"], p["column"], p["severity"], p["message"]) for p in document["problems"]}
+    assert (
+        str(bad),
+        434,
+        2,
+        "error",
+        "instruction 'wgmma.fence' is not available on .target sm_90 (needs sm_90a)",
+    ) in said

@@ -92,7 +92,7 @@ def test_unknown_modifiers_are_flagged_where_ptxas_rejects(tmp_path):
     problems = check_module(parse(text))
     code, theirs = ptxas_error_lines(text, tmp_path)
     assert code != 0
-    assert {p.line for p in problems} == theirs
+    assert {p.location.line for p in problems} == theirs
     assert len(problems) == len(BAD)
     for problem, (line, word) in zip(problems, BAD, strict=True):
         family = isa.family(parse(kernels([line])).kernels[0].body.statements[-2])

@@ -75,6 +75,7 @@ def test_output_without_init_is_poisoned() -> None:
     [
         ({"grid": None}, "`grid` is missing"),
         ({"block": [64, 64]}, "4096 threads"),
+        ({"block": [1, 1, 128]}, "at most [1024, 1024, 64] in x, y, z"),
         ({"grid": [1, 0]}, "`grid` must be a positive integer"),
         ({"poison": 300}, "`poison` is one byte"),
         ({"warps": 4}, "unknown key warps"),

@@ -31,7 +31,7 @@ def flagged(file: str, rule: str) -> set[str]:
     assert not result.errors and not result.notices, (result.errors, result.notices)
     module = parse_source(read_source(str(path)))
     spans = [(f.line, f.body.end_line, f.name) for f in module.functions if f.body is not None]
-    return {name for f in result.findings for start, end, name in spans if start <= f.line <= end}
+    return {name for f in result.findings for start, end, name in spans if start <= f.location.line <= end}
 
 
 @pytest.mark.parametrize(("file", "rule"), CASES, ids=[f"{f}-{r}" for f, r in CASES])
@@ -67,4 +67,4 @@ def test_ptxas_warning_without_a_function_points_at_the_kernel_declaration() -> 
     path = CORPUS / "ptx003.sm90a.ptx"
     result = lint_file(read_source(str(path)), load_settings({}, "test", select=("PTX008",)))
     declaration = next(n for n, line in enumerate(path.read_text().splitlines(), 1) if "entry _Z12ws_unbounded" in line)
-    assert [(f.line, "'setmaxnreg' ignored" in f.message) for f in result.findings] == [(declaration, True)]
+    assert [(f.location.line, "'setmaxnreg' ignored" in f.message) for f in result.findings] == [(declaration, True)]

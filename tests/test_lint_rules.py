@@ -40,8 +40,8 @@ def expected_lines(path: Path, rule: str) -> set[int]:
 def test_rule_fires_exactly_where_marked(rule: str) -> None:
     path = DATA / f"{rule}_fires.ptx"
     found = findings(path, rule)
-    assert {f.line for f in found} == expected_lines(path, rule)
-    assert all(f.rule == rule and f.severity == all_rules()[rule].severity for f in found)
+    assert {f.location.line for f in found} == expected_lines(path, rule)
+    assert all(f.code == rule and f.severity == all_rules()[rule].severity for f in found)
     assert all(f.message and "\n" not in f.message for f in found)
 
 
@@ -66,11 +66,11 @@ def test_polling_loops_in_nvcc_output() -> None:
     """comm.cu spins on `ld.acquire.sys` and `ld.volatile` (inline asm) without __nanosleep; the cooperative-groups
     grid sync in reduce.cu spins on ld.acquire.gpu; its float atomicMax is a CAS retry loop, not a spin."""
     comm = findings(SAMPLES / "comm.sm90.ptx", "PTX004")
-    assert [(f.line, f.message.split()[3]) for f in comm] == [
+    assert [(f.location.line, f.message.split()[3]) for f in comm] == [
         (62, "ld.acquire.sys.global.s32"),
         (231, "ld.volatile.global.s32"),
     ]
-    assert {f.line for f in findings(SAMPLES / "reduce.sm80.ptx", "PTX004")} == {390}
+    assert {f.location.line for f in findings(SAMPLES / "reduce.sm80.ptx", "PTX004")} == {390}
 
 
 def test_local_arrays_in_nvcc_output() -> None:
@@ -78,10 +78,10 @@ def test_local_arrays_in_nvcc_output() -> None:
     registers (no stack frame, no LDL/STL in its SASS), so only 'hello' (a 24-byte frame, 3 LDL/STL) is reported.
     Without ptxas the PTX alone decides and both are."""
     found = findings(SAMPLES / "control.sm80.ptx", "PTX007")
-    assert [f.line for f in found] == [570, 589]
+    assert [f.location.line for f in found] == [570, 589]
     assert "3 ld.local/st.local in 'hello'" in found[1].message
     static = findings(SAMPLES / "control.sm80.ptx", "PTX007", ptxas=False)
-    assert [f.line for f in static] == [385, 407, 570, 589]
+    assert [f.location.line for f in static] == [385, 407, 570, 589]
 
 
 def test_warp_specialized_hopper_kernel_is_clean() -> None:
@@ -121,13 +121,13 @@ def test_ptxas_spills_reported_at_the_kernel() -> None:
         pytest.skip("no ptxas")
     found = findings(SAMPLES / "pressure.sm80.ptx", "PTX008")
     spills = [f for f in found if "long_live_ranges" in f.message]
-    assert len(spills) == 1 and spills[0].line == 767 and "spilled" in spills[0].message
+    assert len(spills) == 1 and spills[0].location.line == 767 and "spilled" in spills[0].message
     assert findings(SAMPLES / "tensorcore.sm80.ptx", "PTX008") == []
 
 
 def test_nc_load_of_a_written_parameter_in_a_sample() -> None:
     found = findings(SAMPLES / "constructs.ptx", "PTX006")
-    assert [(f.line, "'out'" in f.message) for f in found] == [(134, True)]
+    assert [(f.location.line, "'out'" in f.message) for f in found] == [(134, True)]
 
 
 def test_ptxas_wgmma_warning_at_its_line(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_ptxas_wgmma_warning_at_its_line(tmp_path: Path) -> None:
     path = tmp_path / "early_read.ptx"
     path.write_text("\n".join(lines) + "\n")
     found = findings(path, "PTX008")
-    assert [(f.line, "wgmma.wait_group is injected" in f.message) for f in found] == [(at + 2, True)]
+    assert [(f.location.line, "wgmma.wait_group is injected" in f.message) for f in found] == [(at + 2, True)]
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import nc_added
 
 from ptxtool.passes.cache_operators import Settings, cache_operators
 from ptxtool.syntax import parse
@@ -14,16 +15,6 @@ from ptxtool.syntax import parse
 DATA = Path(__file__).parent / "data" / "adversarial"
 DEFAULT, NOALIAS = Settings(), Settings(noalias=("*",))
 BOTH = pytest.mark.parametrize("settings", [DEFAULT, NOALIAS], ids=["default", "noalias"])
-
-
-def _nc_added(text: str, settings: Settings) -> dict[str, list[int]]:
-    """Per kernel, the lines whose load gained `.nc`."""
-    _, report = cache_operators(parse(text), settings)
-    out: dict[str, list[int]] = {}
-    for r in report.rewrites:
-        if ".nc." in r.after and ".nc." not in r.before:
-            out.setdefault(r.kernel, []).append(r.line)
-    return out
 
 
 def _line(text: str, needle: str) -> int:
@@ -39,7 +30,7 @@ def _line(text: str, needle: str) -> int:
 def test_pointers_swapped_around_a_loop(settings: Settings) -> None:
     """Ping-pong buffers: the loop reads one pointer and writes the other, then swaps them, so both buffers are
     written; the load's base is not the parameter it started from (with `--noalias` it used to become `.nc`)."""
-    assert _nc_added((DATA / "swap.ptx").read_text(), settings) == {}
+    assert nc_added((DATA / "swap.ptx").read_text(), settings, "line") == {}
 
 
 def test_pointer_moved_in_a_loop_keeps_its_base() -> None:
@@ -47,13 +38,13 @@ def test_pointer_moved_in_a_loop_keeps_its_base() -> None:
     text = (DATA / "swap.ptx").read_text()
     text = text.replace("\tmov.u64 \t%rd3, %rd4;\n", "\tadd.s64 \t%rd3, %rd3, %rd5;\n")
     text = text.replace("\tmov.u64 \t%rd4, %rd8;\n", "\tadd.s64 \t%rd4, %rd4, %rd5;\n")
-    assert _nc_added(text, NOALIAS) == {"pingpong": [_line(text, "ld.global.f32")]}
+    assert nc_added(text, NOALIAS, "line") == {"pingpong": [_line(text, "ld.global.f32")]}
 
 
 @BOTH
 def test_register_shadowed_by_an_inner_block(settings: Settings) -> None:
     """An inner `{ .reg .b64 %rd4; ... }` does not make the outer %rd4 (the written param_1) look like param_0."""
-    assert _nc_added((DATA / "shadow.ptx").read_text(), settings) == {}
+    assert nc_added((DATA / "shadow.ptx").read_text(), settings, "line") == {}
 
 
 # ---------------------------------------------------------------- polls the CFG does not show as a loop
@@ -72,13 +63,13 @@ def test_register_shadowed_by_an_inner_block(settings: Settings) -> None:
 def test_polls_block_nc(name: str, settings: Settings) -> None:
     """Each kernel spins on a flag another grid sets, then reads data that grid wrote: no `.nc` anywhere in it
     (the flag load itself became `.nc` in brxpoll and smempoll: the spin would never end)."""
-    assert _nc_added((DATA / f"{name}.ptx").read_text(), settings) == {}
+    assert nc_added((DATA / f"{name}.ptx").read_text(), settings, "line") == {}
 
 
 def test_recursion_without_loads_is_no_poll() -> None:
     """The near miss of recpoll: a recursive callee that reads no memory cannot wait for anyone."""
     text = (DATA / "recpoll.ptx").read_text().replace("\tld.global.u32 \t%r1, [%rd2];\n", "\tmov.u32 \t%r1, 0;\n")
-    assert _nc_added(text, NOALIAS) == {"consumer": [_line(text, "ld.global.f32")]}
+    assert nc_added(text, NOALIAS, "line") == {"consumer": [_line(text, "ld.global.f32")]}
 
 
 # ---------------------------------------------------------------- streaming hints: touched once by the whole grid
@@ -163,14 +154,14 @@ def test_comment_inside_the_opcode_parses() -> None:
 def test_a_malloc_of_the_modules_own(settings: Settings) -> None:
     """Only the CUDA runtime's bodiless `malloc` returns fresh memory; a `malloc` defined in the module may hand out
     a module array the host also passes as a parameter, so the stores through it are writes of unknown origin."""
-    assert _nc_added((DATA / "mymalloc.ptx").read_text(), settings) == {}
+    assert nc_added((DATA / "mymalloc.ptx").read_text(), settings, "line") == {}
     text = (DATA / "mymalloc.ptx").read_text()
     extern = (
         text.split(".func")[0]
         + ".extern .func  (.param .b64 func_retval0) malloc\n(\n\t.param .b64 malloc_param_0\n)\n;\n"
     )
     extern += ".visible .entry" + text.split(".visible .entry")[1]
-    assert _nc_added(extern, settings) == {"pool_user": [_line(extern, "ld.global.f32")]}
+    assert nc_added(extern, settings, "line") == {"pool_user": [_line(extern, "ld.global.f32")]}
 
 
 def test_policy_register_name_taken_by_the_author() -> None:
@@ -203,7 +194,7 @@ def test_long_rotation_of_pointers_is_bounded() -> None:
     import time
 
     start = time.perf_counter()
-    assert _nc_added(_rotation(300), NOALIAS) == {}
+    assert nc_added(_rotation(300), NOALIAS, "line") == {}
     assert time.perf_counter() - start < 10
 
 
@@ -248,5 +239,5 @@ WEAK_CALLEE = """.version 8.0
 def test_a_weak_callee_may_be_replaced_by_the_linker(settings: Settings) -> None:
     """`.weak .func`: another module's definition may win at link time, so its body here says nothing about what
     the call does: every effect, no `.nc`. The same callee without `.weak` is seen through (near miss)."""
-    assert _nc_added(WEAK_CALLEE, settings) == {}
-    assert _nc_added(WEAK_CALLEE.replace(".weak .func", ".func"), NOALIAS) == {"k": [23]}
+    assert nc_added(WEAK_CALLEE, settings, "line") == {}
+    assert nc_added(WEAK_CALLEE.replace(".weak .func", ".func"), NOALIAS, "line") == {"k": [23]}

@@ -47,7 +47,7 @@ def test_candidates_are_verified_and_the_diff_is_the_rewrites(path: Path, settin
     if not kept and not result.dropped:
         assert result.text == source.text and result.exit_code == 0
         pytest.skip("no candidates")
-    reasons = [f"{d.rewrite.line}: {d.rewrite.after}: {d.reason}" for d in result.dropped]
+    reasons = [f"{d.location.line}: {d.properties['after']}: {d.notes[0]}" for d in result.dropped]
     assert result.exit_code == 0, result.problems
     assert kept, f"every candidate dropped: {reasons}"
     _assert_diff_is_the_rewrites(source.text, result.text, kept, len(result.insertions))
@@ -85,7 +85,7 @@ def test_evict_first_policy_is_verified_and_spliced(name: str) -> None:
     settings = Settings(noalias=("*",), l2_evict_first=Policy(True))
     result = optimize(source, settings=settings)
     kept = [r for report in result.reports for r in report.rewrites]
-    assert result.exit_code == 0 and kept and not result.dropped, [d.reason for d in result.dropped]
+    assert result.exit_code == 0 and kept and not result.dropped, [d.notes for d in result.dropped]
     assert result.insertions and all("createpolicy" in i.text or ".reg .b64" in i.text for i in result.insertions)
     _assert_diff_is_the_rewrites(source.text, result.text, kept, len(result.insertions))
 

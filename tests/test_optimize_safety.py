@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import nc_added
 
 from ptxtool import isa
 from ptxtool.analysis.memory import memory_facts
@@ -21,16 +22,6 @@ DATA = Path(__file__).parent / "data" / "safety"
 SAMPLES = Path(__file__).parent.parent / "samples"
 DEFAULT, NOALIAS = Settings(), Settings(noalias=("*",))
 BOTH = pytest.mark.parametrize("settings", [DEFAULT, NOALIAS], ids=["default", "noalias"])
-
-
-def _nc_added(text: str, settings: Settings) -> dict[str, list[str]]:
-    """Per kernel, the rewritten mnemonics that gained `.nc`."""
-    _, report = cache_operators(parse(text), settings)
-    out: dict[str, list[str]] = {}
-    for r in report.rewrites:
-        if ".nc." in r.after and ".nc." not in r.before:
-            out.setdefault(r.kernel, []).append(r.after)
-    return out
 
 
 def _rewrites(text: str, settings: Settings, kernel: str) -> dict[int, str]:
@@ -49,10 +40,10 @@ def test_issue_kernel_1_module_variable_alias() -> None:
     """symbol_alias writes g_buf and reads src (the host passes src = g_buf): no `.nc` by default; `--noalias`
     declares src `__restrict__`, and then `.nc` is the user's promise."""
     text = _cuda("symbol_alias")
-    assert _nc_added(text, DEFAULT) == {}
+    assert nc_added(text, DEFAULT) == {}
     _, report = cache_operators(parse(text), DEFAULT)
     assert any("writes module variable g_buf, which may alias" in s.reason for s in report.skipped)
-    assert _nc_added(text, NOALIAS) == {"_Z12symbol_aliasPKf": ["ld.global.nc.f32"]}
+    assert nc_added(text, NOALIAS) == {"_Z12symbol_aliasPKf": ["ld.global.nc.f32"]}
 
 
 @BOTH
@@ -60,7 +51,7 @@ def test_issue_kernel_2_acquire_in_a_callee(settings: Settings) -> None:
     """consumer waits in a non-inlined callee with an acquire load: another grid writes `data`, so no `.nc`
     with or without `--noalias` (the streaming hint, a hint only, may stay)."""
     text = _cuda("consumer")
-    assert _nc_added(text, settings) == {}
+    assert nc_added(text, settings) == {}
     _, report = cache_operators(parse(text), settings)
     assert any("a call to _Z10wait_readyv: ld with .acquire .gpu" in s.reason for s in report.skipped)
 
@@ -69,15 +60,15 @@ def test_near_misses_keep_their_nc() -> None:
     """A kernel that only reads a module variable, and one that calls a pure function: `.nc` with --noalias
     (their other pointer is written), not by default."""
     text = _cuda("near_miss")
-    assert _nc_added(text, DEFAULT) == {}
-    assert set(_nc_added(text, NOALIAS)) == {"reads_symbol", "pure_callee"}
+    assert nc_added(text, DEFAULT) == {}
+    assert set(nc_added(text, NOALIAS)) == {"reads_symbol", "pure_callee"}
 
 
 @BOTH
 def test_effects_behind_calls(settings: Settings) -> None:
     """A fence two non-inlined calls deep, and a call through a function pointer loaded from a table."""
     text = _cuda("callees")
-    assert _nc_added(text, settings) == {}
+    assert nc_added(text, settings) == {}
     _, report = cache_operators(parse(text), settings)
     reasons = {s.kernel: s.reason for s in report.skipped if s.reason.startswith(".nc")}
     assert "a call to _Z10outer_stepv: a call to _Z11inner_fencev: membar.gl" in reasons["fence_two_calls_deep"]
@@ -101,7 +92,7 @@ AGENT_KERNELS = {
 @BOTH
 def test_other_agents_block_nc_in_cuda_kernels(settings: Settings) -> None:
     text = _cuda("agents")
-    assert _nc_added(text, settings) == {}
+    assert nc_added(text, settings) == {}
     _, report = cache_operators(parse(text), settings)
     reasons = {s.kernel: s.reason for s in report.skipped if s.reason.startswith(".nc")}
     for kernel, why in AGENT_KERNELS.items():
@@ -248,7 +239,7 @@ def test_hand_written_shapes_assemble(name: str, assemble) -> None:
 @pytest.mark.parametrize("name", list(HAZARDS))
 def test_hand_written_hazards_block_nc(name: str, settings: Settings) -> None:
     text = _hand(*HAZARDS[name])
-    assert _nc_added(text, settings) == {}
+    assert nc_added(text, settings) == {}
     _, report = cache_operators(parse(text), settings)
     src = [s.reason for s in report.skipped if s.line == text.splitlines().index("    ld.global.f32 %f1, [%rd7];") + 1]
     assert any(r.startswith(".nc:") for r in src), src
@@ -256,8 +247,8 @@ def test_hand_written_hazards_block_nc(name: str, settings: Settings) -> None:
 
 def test_hand_written_near_miss() -> None:
     """The same kernel without a hazard: `.nc` with --noalias (dst is written), not by default."""
-    assert _nc_added(_hand(), DEFAULT) == {}
-    assert _nc_added(_hand(), NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
+    assert nc_added(_hand(), DEFAULT) == {}
+    assert nc_added(_hand(), NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
 
 
 _MODULE_VARIABLE = ".global .align 4 .b8 g_var[4096];"
@@ -275,10 +266,10 @@ def test_module_variable_writes_may_alias_parameters(name: str, assemble) -> Non
     near-miss stores to shared memory and gets `.nc` by default."""
     text = _hand(store=MODULE_WRITES[name], globals_=_MODULE_VARIABLE)
     assert assemble(text)[0] is not None
-    assert _nc_added(text, DEFAULT) == {}
-    assert _nc_added(text, NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
+    assert nc_added(text, DEFAULT) == {}
+    assert nc_added(text, NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
     shared = _hand(store="st.shared.f32 [tile], %f1;", globals_=_MODULE_VARIABLE)
-    assert _nc_added(shared, DEFAULT) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
+    assert nc_added(shared, DEFAULT) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
 
 
 def test_unsafe_volatile_nc_is_the_one_exception() -> None:
@@ -362,7 +353,7 @@ def _lint_nc(path: Path) -> dict[tuple[str, int], str]:
     settings = load_settings({}, "test", select=("PTX005",))
     result = lint_file(read_source(str(path)), settings)
     assert not result.errors
-    return {(f.message.split("'")[3], f.line): f.message for f in result.findings}
+    return {(f.message.split("'")[3], f.location.line): f.message for f in result.findings}
 
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -409,8 +400,8 @@ def test_deep_call_graphs_are_analysed_once_per_callee() -> None:
     import time
 
     start = time.perf_counter()
-    assert _nc_added(_call_graph(14, 4, "membar.gl;"), NOALIAS) == {}
-    assert _nc_added(_call_graph(14, 4, ""), NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
+    assert nc_added(_call_graph(14, 4, "membar.gl;"), NOALIAS) == {}
+    assert nc_added(_call_graph(14, 4, ""), NOALIAS) == {"k": ["ld.global.nc.L1::no_allocate.f32"]}
     assert time.perf_counter() - start < 5
 
 
@@ -418,9 +409,9 @@ def test_recursive_callees() -> None:
     """a and b call each other; the fence in b reaches the kernel, which calls only a."""
     funcs = ".func b();\n.func a()\n{\n    call.uni b;\n    ret;\n}\n"
     funcs += ".func b()\n{\n    membar.gl;\n    call.uni a;\n    ret;\n}"
-    assert _nc_added(_hand(hazard="    call.uni a;", funcs=funcs), NOALIAS) == {}
+    assert nc_added(_hand(hazard="    call.uni a;", funcs=funcs), NOALIAS) == {}
     quiet = funcs.replace("membar.gl;", "")
-    assert _nc_added(_hand(hazard="    call.uni a;", funcs=quiet), NOALIAS) == {
+    assert nc_added(_hand(hazard="    call.uni a;", funcs=quiet), NOALIAS) == {
         "k": ["ld.global.nc.L1::no_allocate.f32"]
     }
 
@@ -441,7 +432,7 @@ def test_any_hazard_anywhere_removes_nc(path: Path, what: str) -> None:
     from dataclasses import replace
 
     module = parse(path.read_text())
-    before = _nc_added(path.read_text(), NOALIAS)
+    before = nc_added(path.read_text(), NOALIAS)
     rng = random.Random(f"{path.name}:{what}")
     for name in before:
         kernel = next(k for k in module.kernels if k.name == name)

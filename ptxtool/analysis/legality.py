@@ -4,7 +4,7 @@ file's own `.version` and `.target` do not allow, found from the ISA tables (the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 from ptxtool import isa
 from ptxtool.analysis.statements import statements
@@ -16,13 +16,10 @@ from ptxtool.syntax import ast
 from ptxtool.syntax.words import ATTRIBUTE_WORDS
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something the file's `.version`/`.target` does not allow, at a 1-based line and column."""
-
-    line: int
-    column: int
-    message: str
+def _problem(line: int, column: int, message: str) -> Diagnostic:
+    """Something the file's `.version`/`.target` does not allow, at a 1-based line and column (the path is
+    `check_source`'s to name)."""
+    return Diagnostic(Location("", line, column), message)
 
 
 def _explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> str:
@@ -42,14 +39,14 @@ def _not_one_of(mod: str, family: str) -> str:
     return f"modifier '.{mod}' is not one of {family}'s: {listed}"
 
 
-def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ...]) -> list[Problem]:
+def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ...]) -> list[Diagnostic]:
     d = module.directive(".target")
     out = []
     for t in targets:
         introduced = TARGET_INTRODUCED.get(str(t))
         if introduced and introduced > ptx:
             out.append(
-                Problem(
+                _problem(
                     d.line if d else 0,
                     d.column if d else 0,
                     f".target {t} requires PTX ISA {version_text(introduced)} or later "
@@ -59,21 +56,23 @@ def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ..
     return out
 
 
-def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[Problem]:
+def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[Diagnostic]:
     if isa.find(i) is None:
-        return [Problem(i.line, i.column, f"unknown instruction '{i.mnemonic}'")]
+        return [_problem(i.line, i.column, f"unknown instruction '{i.mnemonic}'")]
     seen: set[str] = set()
     out = []
     removed = isa.REMOVED.get(isa.family(i) or "")
     if removed and ptx >= removed[0] and any(t.number >= removed[1] for t in targets):
         since = f"PTX ISA {version_text(removed[0])} on sm_{removed[1]} and later"
-        out.append(Problem(i.line, i.column, f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}"))
+        out.append(
+            _problem(i.line, i.column, f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}")
+        )
     for mod in dict.fromkeys(isa.unknown_modifiers(i)):
-        out.append(Problem(i.line, i.column, _not_one_of(mod, isa.family(i) or i.opcode)))
+        out.append(_problem(i.line, i.column, _not_one_of(mod, isa.family(i) or i.opcode)))
     for r in isa.requirements(i):
         if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
             seen.add(r.what)
-            out.append(Problem(i.line, i.column, _explain(r.what, r.needs, ptx, targets)))
+            out.append(_problem(i.line, i.column, _explain(r.what, r.needs, ptx, targets)))
     return out
 
 
@@ -97,12 +96,12 @@ def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
     return found
 
 
-def _unknown_words(module: ast.Module) -> list[Problem]:
+def _unknown_words(module: ast.Module) -> list[Diagnostic]:
     """Directives and declaration attributes that no PTX has (ptxas rejects them; the parser keeps them)."""
     out = []
 
     def check(node, words, allowed: frozenset[str], what: str) -> None:
-        out.extend(Problem(node.line, node.column, f"unknown {what} '{w}'") for w in words if w not in allowed)
+        out.extend(_problem(node.line, node.column, f"unknown {what} '{w}'") for w in words if w not in allowed)
 
     for node in statements(module):
         if isinstance(node, ast.Directive):
@@ -118,7 +117,7 @@ def _unknown_words(module: ast.Module) -> list[Problem]:
     return out
 
 
-def check_module(module: ast.Module) -> list[Problem]:
+def check_module(module: ast.Module) -> list[Diagnostic]:
     """Every legality problem in a module, in source order; only unknown directives when `.version` or `.target`
     is missing."""
     unknown = _unknown_words(module)
@@ -130,26 +129,26 @@ def check_module(module: ast.Module) -> list[Problem]:
     for key, line, column in _constructs(module):
         feature = isa.CONSTRUCTS[key]
         if not isa.satisfied(feature.needs, ptx, targets):
-            problems.append(Problem(line, column, _explain(feature.name, feature.needs, ptx, targets)))
+            problems.append(_problem(line, column, _explain(feature.name, feature.needs, ptx, targets)))
     for function in module.functions:
         for directive in function.directives:
             feature = isa.DIRECTIVES.get(directive.word)
             if feature and not isa.satisfied(feature.needs, ptx, targets):
                 what = f"directive '{directive.word}' on '{function.name}'"
-                problems.append(Problem(function.line, function.column, _explain(what, feature.needs, ptx, targets)))
+                problems.append(_problem(function.line, function.column, _explain(what, feature.needs, ptx, targets)))
         if function.body is not None:
             for i in ast.instructions(function.body):
                 problems.extend(_instruction_problems(i, ptx, targets))
-    return sorted(problems, key=lambda p: (p.line, p.column))
+    return sorted(problems, key=lambda p: (p.location.line, p.location.column))
 
 
 def check_source(source: Source, module: ast.Module) -> list[Diagnostic]:
-    """The problems of a parsed source as diagnostics, each with its source line for a caret."""
+    """The problems of a parsed source, each at its path with its source line for a caret."""
     lines = source.text.splitlines()
-    return [
-        Diagnostic(
-            Location(source.display, p.line, p.column, lines[p.line - 1] if 0 < p.line <= len(lines) else ""),
-            p.message,
-        )
-        for p in check_module(module)
-    ]
+
+    def located(p: Diagnostic) -> Diagnostic:
+        n = p.location.line
+        quoted = lines[n - 1] if 0 < n <= len(lines) else ""
+        return replace(p, location=replace(p.location, path=source.display, source=quoted))
+
+    return [located(p) for p in check_module(module)]

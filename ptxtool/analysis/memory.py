@@ -18,6 +18,7 @@ from enum import Enum
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
 from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import InductionVariable, Loop, find_loops, innermost
 from ptxtool.isa import Effect, Mode
@@ -593,8 +594,8 @@ def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> b
 
 def threads(function: ast.Function) -> tuple[int, ...]:
     """The most threads per block in x, y, z that `.maxntid`/`.reqntid` allow (empty: not declared)."""
-    bounds = [d for d in function.directives if d.word in (".maxntid", ".reqntid")]
-    return tuple(int(v.text) for v in bounds[0].values) if bounds else ()
+    bounds = block_bounds(function)
+    return bounds.dims if bounds else ()
 
 
 def memory_facts(

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptxtool.passes import cache_operators
+from ptxtool.passes import cache_operators, warp_roles
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -120,6 +120,10 @@ def _cache_operators(module: ast.Module, settings: Any, analyses: Analyses) -> t
     )
 
 
+def _warp_roles(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
+    return warp_roles.warp_roles(module, settings)
+
+
 PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
@@ -131,6 +135,8 @@ PASSES: dict[str, Pass] = {
             requires=("cfg", "memory"),
             preserves=frozenset({"loops"}),
         ),
+        # restructures whole kernels; the optimize service verifies its output as a whole (never by default)
+        Pass(warp_roles.NAME, _warp_roles, warp_roles.RoleSettings),
     )
 }
 DEFAULT_PIPELINE: tuple[str, ...] = (cache_operators.NAME,)

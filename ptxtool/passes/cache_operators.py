@@ -36,13 +36,13 @@ from ptxtool.analysis.memory import (
     threads,
 )
 from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
+from ptxtool.isa.targets import MAX_BLOCK
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 from ptxtool.syntax.names import matches
 
 NAME = "cache-operators"
 LINE_BYTES = 128  # an L1/L2 line: a streaming warp must move at least this far per trip
-MAX_BLOCK = (1024, 1024, 64)  # the most threads a block may have in x, y, z on every target (CUDA's limits)
 WIDE_BYTES = 256  # a warp footprint this wide earns `.L2::256B`
 POLICY_REGISTER = "%ptxtool_evict_first"
 POLICY_SASS = frozenset(("ULDC", "UMOV"))  # a policy replaces the default memory descriptor's uniform load

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptxtool.errors import Diagnostic, Location
+
 
 @dataclass(frozen=True, slots=True)
 class Rewrite:
@@ -48,15 +50,19 @@ class Insertion:
         return {"kernel": self.kernel, "line": self.line, "column": self.column, "text": self.text}
 
 
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """A rewrite the pass proposed that verification took back, and why, in words."""
-
-    rewrite: Rewrite
-    reason: str
-
-    def to_data(self) -> dict[str, Any]:
-        return self.rewrite.to_data() | {"reason": self.reason}
+def dropped_rewrite(path: str, rewrite: Rewrite, reason: str) -> Diagnostic:
+    """A rewrite the pass proposed that verification took back, and why in words (the note), as the one diagnostic
+    type; its JSON keeps the rewrite's fields and `reason`."""
+    properties = rewrite.to_data() | {"reason": reason}
+    del properties["line"], properties["column"]  # the location's
+    return Diagnostic(
+        Location(path, rewrite.line, rewrite.column),
+        f"{rewrite.kernel}: dropped {rewrite.before} -> {rewrite.after}",
+        "warning",
+        notes=(reason,),
+        code="optimize/dropped",
+        properties=properties,
+    )
 
 
 @dataclass(frozen=True, slots=True)

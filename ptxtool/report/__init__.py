@@ -16,7 +16,7 @@ from ptxtool.report.text import TEXT
 if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
     from ptxtool.services.result import Result
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("text", "json", "sarif", "github")  # lint offers every one; other commands --json (and --sarif)
 
 
 def _sarif(result: Result) -> dict:
@@ -33,9 +33,9 @@ def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
     out = out or Out.standard()
     machine = form != "text"
     if form == "github":
-        from ptxtool.report.github import lint_annotations
+        from ptxtool.report.github import workflow_commands
 
-        out.stdout.writelines(line + "\n" for line in lint_annotations(result))
+        out.stdout.writelines(line + "\n" for line in workflow_commands(result))
     elif machine:
         document = result.to_data() if form == "json" else _sarif(result)
         json.dump(document, out.stdout, indent=1)

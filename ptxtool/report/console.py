@@ -12,11 +12,12 @@ from typing import TextIO
 from rich.console import Console
 from rich.markup import escape
 
-from ptxtool.errors import Diagnostic, InputError, PtxtoolError
+from ptxtool.errors import Diagnostic, InputError, Location, PtxtoolError
 
 _WIDTH = 160  # source lines longer than this are cut around the error column
 
 _STYLE = {"error": "bold red", "warning": "bold yellow", "note": "bold cyan"}
+_ANSI = {"error": "1;31", "warning": "1;33", "note": "1;36"}  # the same colours as ANSI codes (lint's stdout)
 
 
 def stderr_console() -> Console:
@@ -75,12 +76,24 @@ def print_error(console: Console, error: PtxtoolError) -> None:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", markup=True)
 
 
+def where(location: Location) -> str:
+    """`path:line:column`, leaving out a line of 0 (the whole file) and a column of 0 (unknown)."""
+    line, column = location.line, location.column
+    return location.path + (f":{line}" if line else "") + (f":{column}" if line and column else "")
+
+
+def diagnostic_line(d: Diagnostic, colour: bool = False) -> str:
+    """`path:line:column: CODE severity: message`, the severity in ANSI colour when asked (lint's stdout lines)."""
+    severity = f"\x1b[{_ANSI[d.severity]}m{d.severity}\x1b[0m" if colour and d.severity in _ANSI else d.severity
+    return f"{where(d.location)}:{' ' + d.code if d.code else ''} {severity}: {d.message}"
+
+
 def print_diagnostic(console: Console, d: Diagnostic) -> None:
+    """The same line as `diagnostic_line` (rich colours), then the source line with a caret, then the notes."""
     loc = d.location
-    where = loc.path + (f":{loc.line}" if loc.line else "") + (f":{loc.column}" if loc.line and loc.column else "")
     style = _STYLE.get(d.severity, "bold")
     code = f" {escape(d.code)}" if d.code else ""
-    console.print(f"[bold]{escape(where)}:[/bold]{code} [{style}]{d.severity}:[/{style}] {escape(d.message)}")
+    console.print(f"[bold]{escape(where(loc))}:[/bold]{code} [{style}]{d.severity}:[/{style}] {escape(d.message)}")
     if loc.source and loc.line:
         text, column = _excerpt(loc.source, loc.column)
         console.print("    " + escape(text))

@@ -18,7 +18,8 @@ def escape_property(text: str) -> str:
 
 
 def annotation(d: Diagnostic) -> str:
-    """One workflow command; a line of 0 (the whole file) and a column of 0 (unknown) are left out."""
+    """One workflow command; a line of 0 (the whole file) and a column of 0 (unknown) are left out, notes follow
+    the message."""
     loc = d.location
     properties = [("file", loc.path)]
     if loc.line:
@@ -28,10 +29,10 @@ def annotation(d: Diagnostic) -> str:
     if d.code:
         properties.append(("title", d.code))
     fields = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
-    return f"::{_LEVEL.get(d.severity, 'error')} {fields}::{escape_data(d.message)}"
+    message = "\n".join((d.message, *d.notes))
+    return f"::{_LEVEL.get(d.severity, 'error')} {fields}::{escape_data(message)}"
 
 
-def lint_annotations(result) -> list[str]:
-    """Every finding, then every file that could not be read, parsed or assembled (an error annotation)."""
-    errors = [d for r in result.files for d in r.errors]
-    return [annotation(d) for d in (*result.diagnostics(), *errors)]
+def workflow_commands(result) -> list[str]:
+    """One workflow command per diagnostic of a Result (lint: each file's findings and why it could not be read)."""
+    return [annotation(d) for d in result.diagnostics()]

@@ -42,9 +42,6 @@ def inspect_document(reports: list, violations: list, tools: dict[str, str], err
             }
             for r in reports
         ],
-        "violations": [asdict(v) for v in violations],
-        "errors": [
-            {"path": d.location.path, "line": d.location.line, "column": d.location.column, "message": d.message}
-            for d in errors
-        ],
+        "violations": [v.to_data() for v in violations],
+        "errors": [d.to_data() for d in errors],
     }

@@ -1,12 +1,15 @@
-"""`inspect --sarif`: SARIF 2.1.0 for code scanning (GitHub and others): budget and baseline violations as
-errors, ptxas warnings as warnings, each at its PTX line."""
+"""`--sarif`: SARIF 2.1.0 for code scanning (GitHub and others), one result per Diagnostic: lint findings, budget
+and baseline violations, ptxas warnings and unreadable inputs, each at its line."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import quote
 
+from ptxtool.errors import Diagnostic
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVELS = ("error", "warning", "note")
 
 # rule id -> short description
 RULES: dict[str, str] = {
@@ -39,14 +42,19 @@ def _location(path: str, line: int, column: int = 0) -> dict:
     return {"physicalLocation": physical}
 
 
-def sarif_result(rule_id: str, level: str, message: str, path: str, line: int, column: int = 0) -> dict:
-    """One SARIF result (level: error, warning or note) at a line (0: the whole file) and column (0: unknown)."""
-    return {
-        "ruleId": rule_id,
-        "level": level,
-        "message": {"text": message},
-        "locations": [_location(path, line, column)],
+def sarif_result(d: Diagnostic) -> dict:
+    """A diagnostic as one SARIF result: its code the rule (`input/error` for bad input), its severity the level, a
+    line of 0 the whole file and a column of 0 unknown; notes follow the message and `properties` go in its bag."""
+    loc = d.location
+    out: dict = {
+        "ruleId": d.code or "input/error",
+        "level": d.severity if d.severity in _LEVELS else "error",
+        "message": {"text": "\n".join((d.message, *d.notes))},
+        "locations": [_location(loc.path, loc.line, loc.column)],
     }
+    if d.properties:
+        out["properties"] = dict(d.properties)
+    return out
 
 
 def _rule(rule: str, text: str, help_text: str | None) -> dict:
@@ -78,54 +86,13 @@ def sarif_log(rules: dict[str, str], results: list[dict], version: str, helps: d
     }
 
 
-def sarif_document(reports: list, violations: list, version: str, errors: list | None = None) -> dict:
-    """One SARIF run holding every violation, every ptxas warning, and the `errors` (Diagnostics) of inputs that
-    could not be inspected."""
-    results = [
-        {
-            "ruleId": "input/error",
-            "level": "error",
-            "message": {"text": d.message},
-            "locations": [_location(d.location.path, d.location.line)],
-        }
-        for d in errors or []
-    ] + [
-        {
-            "ruleId": f"{v.origin}/{v.check}",
-            "level": "error",
-            "message": {"text": v.message},
-            "locations": [_location(v.path, v.line)],
-        }
-        for v in violations
-    ]
-    for r in reports:
-        kernel_lines = {k.name: k.line for k in r.kernels}
-        warnings = [w for k in r.kernels for w in k.warnings] + list(r.warnings)
-        for w in warnings:
-            line = w.line or kernel_lines.get(w.function, 0)  # a .cu input's lines are already its own
-            results.append(
-                {
-                    "ruleId": f"ptxas/{w.kind}",
-                    "level": "warning",
-                    "message": {"text": f"ptxas: {w.message}"},
-                    "locations": [_location(r.path, line)],
-                }
-            )
-    return sarif_log(RULES, results, version)
-
-
 def inspect_log(result, version: str) -> dict:
-    """`inspect --sarif`: violations, ptxas warnings, and the inputs that could not be inspected."""
-    return sarif_document(result.reports, result.violations, version, result.errors)
+    """`inspect --sarif`: inputs that could not be inspected, violations and ptxas warnings."""
+    return sarif_log(RULES, [sarif_result(d) for d in result.diagnostics()], version)
 
 
 def lint_log(result, version: str) -> dict:
-    """`lint --sarif`: findings under their rule ids; unreadable inputs as `input/error` results."""
+    """`lint --sarif`: findings under their rule ids, inputs that could not be read as `input/error`, file by file."""
     rules = {r.id: f"{r.name}: {r.summary}" for r in result.rules} | {"input/error": RULES["input/error"]}
-    out = [
-        sarif_result("input/error", "error", d.message, d.location.path, d.location.line, d.location.column)
-        for r in result.files
-        for d in r.errors
-    ]
-    out += [sarif_result(f.rule, f.severity, f.message, f.path, f.line, f.column) for f in result.findings]
-    return sarif_log(rules, out, version, {r.id: r.doc for r in result.rules})
+    results = [sarif_result(d) for d in result.diagnostics()]
+    return sarif_log(rules, results, version, {r.id: r.doc for r in result.rules})

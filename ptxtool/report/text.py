@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from ptxtool.errors import Diagnostic, Location
-from ptxtool.report.console import Out
+from ptxtool.report.console import Out, diagnostic_line
 
 
 def parse(result, out: Out, machine: bool) -> None:
@@ -140,17 +140,14 @@ def inspect(result, out: Out, machine: bool) -> None:
         if r.backend == "nvjitlink" or r.relocatable:
             what = "nvJitLink numbers are relocatable-mode numbers" if r.backend == "nvjitlink" else ""
             out.diagnostic(Diagnostic(Location(r.path), what or "relocatable: external calls unresolved", "note"))
-        for w in [w for k in r.kernels for w in k.warnings] + list(r.warnings):
-            out.diagnostic(Diagnostic(Location(r.path, w.line), w.message, "warning", code=f"ptxas/{w.kind}"))
+        for d in r.ptxas_warnings():
+            out.diagnostic(d)
     for warning in result.warnings:
         out.status(f"warning: {warning}")
     for note in result.notes:
         out.status(note)
-    for d in result.diagnostics():
+    for d in result.violations:
         out.diagnostic(d)
-
-
-_ANSI = {"error": "1;31", "warning": "1;33", "note": "1;36"}  # the colours of the stderr diagnostics
 
 
 def lint(result, out: Out, machine: bool) -> None:
@@ -159,10 +156,8 @@ def lint(result, out: Out, machine: bool) -> None:
     if result.statistics and not machine:
         _lint_statistics(result, out)
     elif not machine:
-        colour = out.colour
         for f in result.findings:
-            severity = f"\x1b[{_ANSI[f.severity]}m{f.severity}\x1b[0m" if colour and f.severity in _ANSI else f.severity
-            out.line(f"{f.path}:{f.line}:{f.column}: {f.rule} {severity}: {f.message}")
+            out.line(diagnostic_line(f, out.colour))
     notices: dict[str, list[str]] = {}
     for r in result.files:
         for n in r.notices:
@@ -189,7 +184,7 @@ def _lint_statistics(result, out: Out) -> None:
     """`count  ID  name  severity`, most frequent first (as `ruff --statistics`)."""
     counts: dict[tuple[str, str, str], int] = {}
     for f in result.findings:
-        key = (f.rule, f.name, f.severity)
+        key = (f.code, f.properties["name"], f.severity)
         counts[key] = counts.get(key, 0) + 1
     for (rule, name, severity), n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         out.line(f"{n:>5}  {rule}  {name:30} {severity}")
@@ -247,10 +242,7 @@ def optimize(result, out: Out, machine: bool) -> None:
             if a != b:
                 out.status(f"    {variant}: {a} -> {b}")
     for d in result.dropped:
-        out.status(
-            f"{result.path}:{d.rewrite.line}: {d.rewrite.kernel}: dropped {d.rewrite.before} -> {d.rewrite.after}"
-        )
-        out.status(f"    {d.reason}")
+        out.diagnostic(d)
     if o.verbose:
         for s in (s for r in result.reports for s in r.skipped):
             out.status(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
@@ -281,6 +273,8 @@ def _optimize_summary(result) -> str:
     if not kept:
         return head + " · input unchanged"
     c = result.checks
+    if c.roles:  # warp-roles: verified as a whole, not per instruction
+        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
     parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
     if c.removed:
         parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")

@@ -25,24 +25,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptxtool.config import read_toml
-from ptxtool.errors import InputError
+from ptxtool.errors import Diagnostic, InputError, Location
 from ptxtool.services.inspect import FileReport, KernelReport
 from ptxtool.sources import write_atomic
 
 BASELINE_SCHEMA = "ptxtool.baseline/1"
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """One broken budget limit or one regression against the baseline, at the kernel's line; or (`--strict`) a
-    budget table that matches no kernel, at its line in the budget file (kernel "")."""
-
-    path: str
-    line: int
-    kernel: str
-    check: str
-    message: str
-    origin: str  # "budget" or "baseline"
+def violation(path: str, line: int, kernel: str, check: str, message: str, origin: str) -> Diagnostic:
+    """One broken budget limit or one regression against the baseline (`origin` "budget" or "baseline"), at the
+    kernel's line; or (`--strict`) a budget table that matches no kernel, at its line in the budget file (kernel "").
+    Its code is `origin/check`; `kernel`, `check` and `origin` are the JSON document's."""
+    properties = {"kernel": kernel, "check": check, "origin": origin}
+    return Diagnostic(Location(path, line), message, "error", code=f"{origin}/{check}", properties=properties)
 
 
 def _local_ops(k: KernelReport) -> int:
@@ -118,7 +113,7 @@ def _header_line(lines: list[str], pattern: str) -> int:
     return next((n for n, line in enumerate(lines, 1) if header.match(line)), 0)
 
 
-def unmatched(budget: Budget, reports: list[FileReport]) -> list[Violation]:
+def unmatched(budget: Budget, reports: list[FileReport]) -> list[Diagnostic]:
     """Each table that names no kernel of these reports (a typo, or a kernel renamed), `"*"` aside, at its line."""
     names = [k.name for r in reports for k in r.kernels]
     files = len(reports)
@@ -127,7 +122,7 @@ def unmatched(budget: Budget, reports: list[FileReport]) -> list[Violation]:
     except OSError:  # read a moment ago; gone now: the table is still named
         lines = []
     return [
-        Violation(
+        violation(
             budget.path,
             _header_line(lines, pattern),
             "",
@@ -140,7 +135,7 @@ def unmatched(budget: Budget, reports: list[FileReport]) -> list[Violation]:
     ]
 
 
-def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
+def check_budget(budget: Budget, reports: list[FileReport]) -> list[Diagnostic]:
     """Every limit each kernel breaks, in input order."""
     found = []
     for report in reports:
@@ -155,7 +150,7 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                             f"bytes spill loads, {r.stack_frame} bytes of stack, {_local_ops(k)} LDL/STL) but "
                             f"local_memory = false {where}"
                         )
-                        found.append(Violation(report.path, k.line, k.name, key, message, "budget"))
+                        found.append(violation(report.path, k.line, k.name, key, message, "budget"))
                     continue
                 _, measure, above_is_bad, unit = LIMITS[key]
                 value = measure(k)
@@ -168,7 +163,7 @@ def check_budget(budget: Budget, reports: list[FileReport]) -> list[Violation]:
                 limit_shown = f"{limit:.1%}" if key == "min_occupancy" else str(limit)
                 sign = ">" if above_is_bad else "<"
                 message = f"kernel {k.name}: {shown} {unit} {sign} {key} = {limit_shown} {where}"
-                found.append(Violation(report.path, k.line, k.name, key, message, "budget"))
+                found.append(violation(report.path, k.line, k.name, key, message, "budget"))
     return found
 
 
@@ -215,7 +210,7 @@ def write_baseline(path: str, reports: list[FileReport]) -> None:
     write_atomic(path, json.dumps(snapshot(reports), indent=1) + "\n")
 
 
-def check_baseline(baseline: dict, path: str, reports: list[FileReport]) -> list[Violation]:
+def check_baseline(baseline: dict, path: str, reports: list[FileReport]) -> list[Diagnostic]:
     """Every metric that got worse than the baseline says; kernels not in the baseline are not compared."""
     found = []
     now = snapshot(reports)["kernels"]
@@ -235,5 +230,5 @@ def check_baseline(baseline: dict, path: str, reports: list[FileReport]) -> list
             else:
                 change = f"{old} -> {new}"
             message = f"kernel {kernel}: {metric} regressed {change} (baseline {path})"
-            found.append(Violation(file, line, kernel, metric, message, "baseline"))
+            found.append(violation(file, line, kernel, metric, message, "baseline"))
     return found

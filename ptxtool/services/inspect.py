@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from math import prod
 
 from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.analysis.statements import statements
 from ptxtool.errors import (
@@ -129,6 +130,17 @@ class FileReport:
     warnings: list[ToolWarning] = field(default_factory=list)
     lines_are_ptx: bool = True
 
+    def ptxas_warnings(self) -> list[Diagnostic]:
+        """ptxas's warnings as diagnostics (`ptxas/<kind>`), each at its own line or else its kernel's."""
+        lines = {k.name: k.line for k in self.kernels}
+        warnings = [w for k in self.kernels for w in k.warnings] + self.warnings
+        return [
+            Diagnostic(
+                Location(self.path, w.line or lines.get(w.function, 0)), w.message, "warning", code=f"ptxas/{w.kind}"
+            )
+            for w in warnings
+        ]
+
 
 # ---------------------------------------------------------------- PTX facts
 
@@ -190,14 +202,10 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
 
 def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
     """The block size to assume and where it came from: .reqntid, then --block-size, then .maxntid, else 256."""
-    directives = {d.word: prod(int(v.value) for v in d.values) for d in function.directives}
-    if ".reqntid" in directives:
-        return directives[".reqntid"], "reqntid"
-    if option:
-        return option, "option"
-    if ".maxntid" in directives:
-        return directives[".maxntid"], "maxntid"
-    return DEFAULT_BLOCK_SIZE, "default"
+    bounds = block_bounds(function)
+    if bounds is not None and (bounds.exact or not option):
+        return bounds.threads, bounds.directive
+    return (option, "option") if option else (DEFAULT_BLOCK_SIZE, "default")
 
 
 # ---------------------------------------------------------------- pressure
@@ -382,7 +390,7 @@ class InspectResult:
     """Every file's report or failure (input order), the violations, and what was written (baseline, SVG)."""
 
     results: list[FileReport | Failure]
-    violations: list = field(default_factory=list)
+    violations: list[Diagnostic] = field(default_factory=list)  # budget/<limit>, baseline/<metric>
     drawn: list[tuple[FileReport, KernelReport]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # budget tables that name no kernel inspected (not --strict)
@@ -396,11 +404,8 @@ class InspectResult:
         return [d for r in self.results if isinstance(r, Failure) for d in r.diagnostics]
 
     def diagnostics(self) -> list[Diagnostic]:
-        """The violations as the one diagnostic type (code: `budget/<limit>` or `baseline/<metric>`)."""
-        return [
-            Diagnostic(Location(v.path, v.line), v.message, "error", code=f"{v.origin}/{v.check}")
-            for v in self.violations
-        ]
+        """Why inputs could not be inspected, the violations, then ptxas's warnings (SARIF)."""
+        return self.errors + self.violations + [d for r in self.reports for d in r.ptxas_warnings()]
 
     @property
     def exit_code(self) -> int:
@@ -444,7 +449,7 @@ def execute(
     failed = len(result.results) - len(reports)
     loose = rules.unmatched(limits, reports) if limits and reports and not failed else []
     if not checks.strict:
-        result.warnings = [f"budget {v.path}: {v.message}" for v in loose]
+        result.warnings = [f"budget {v.location.path}: {v.message}" for v in loose]
     result.violations = (rules.check_budget(limits, reports) if limits else []) + (
         rules.check_baseline(before, checks.baseline, reports) if before else []
     )

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ptxtool.errors import InputError, UsageError
+from ptxtool.isa.targets import MAX_BLOCK, MAX_BLOCK_THREADS
 from ptxtool.isa.types import TYPE_BYTES
 from ptxtool.sources import Source, Unreadable, parse_source
 from ptxtool.syntax import ast
@@ -205,8 +206,10 @@ def spec_from_data(data: dict[str, Any], path: str, base: Path) -> LaunchSpec:
     )
     if not 0 <= spec.poison <= 0xFF:
         raise fail(f"`poison` is one byte (0..255, e.g. 0x5A), not {spec.poison}")
-    if math.prod(spec.block) > 1024:
-        raise fail(f"block {list(spec.block)} has {math.prod(spec.block)} threads; a block holds at most 1024")
+    threads = math.prod(spec.block)
+    if threads > MAX_BLOCK_THREADS or any(n > most for n, most in zip(spec.block, MAX_BLOCK, strict=True)):
+        most = f"{MAX_BLOCK_THREADS} threads, at most {list(MAX_BLOCK)} in x, y, z"
+        raise fail(f"block {list(spec.block)} has {threads} threads; a block holds at most {most}")
     return spec
 
 

@@ -31,20 +31,10 @@ SCHEMA = "ptxtool.lint/1"
 _UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .target it does not know (sm_52)
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One finding: where (line 0 when the PTX was generated from a .cu file), which rule, how bad, and why."""
-
-    path: str
-    line: int
-    column: int
-    rule: str
-    name: str
-    severity: str
-    message: str
-
-    def to_data(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+def finding(r: Rule, severity: str, location: Location, message: str) -> Diagnostic:
+    """A rule's finding as the one diagnostic type (code: the rule id; the JSON keeps `rule` and `name`). In a .cu
+    file a finding whose PTX line no `.loc` maps is at line 0, the whole file."""
+    return Diagnostic(location, message, severity, code=r.id, properties={"rule": r.id, "name": r.name})
 
 
 @dataclass
@@ -52,7 +42,7 @@ class FileResult:
     """What linting one file gave: findings, notices (checks skipped and why), errors (the file is bad input)."""
 
     path: str
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Diagnostic] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     errors: list[Diagnostic] = field(default_factory=list)
     checked: bool = True  # False when the file could not be checked at all (a .cu file without nvcc)
@@ -96,7 +86,7 @@ def _ptxas_failed(
     if isinstance(error, EnvironmentProblem):
         result.notices.append(f"ptxas rules skipped: {error}")
         return
-    explained = {f.line for f in result.findings}
+    explained = {f.location.line for f in result.findings}
     if all(d.location.line in explained for d in error.diagnostics):
         result.notices.append("ptxas rejected the file for the problems found above; ptxas rules skipped")
     elif any(_UNSUPPORTED_TARGET in d.message for d in error.diagnostics):
@@ -108,19 +98,19 @@ def _ptxas_failed(
 
 def _run(
     r: Rule, ctx: Context, settings: LintSettings, path: str, cuda: tuple[LineMap, list[str]] | None
-) -> list[Finding]:
+) -> list[Diagnostic]:
     ctx.options = options_for(settings, r)
     severity = severity_for(settings, r)
     out = []
     for hit in r.check(ctx):
         if cuda is None:
-            out.append(Finding(path, hit.line, hit.column, r.id, r.name, severity, hit.message))
+            out.append(finding(r, severity, Location(path, hit.line, hit.column), hit.message))
             continue
         lines, text = cuda[0].find(hit.line), cuda[1]  # generated PTX: point into the CUDA file, quote the PTX
         ptx = text[hit.line - 1].strip() if 0 < hit.line <= len(text) else ""
         told = cuda_lines(hit.message, cuda[0])
         message = f"{told} [generated PTX line {hit.line}: {ptx}]" if ptx else told
-        out.append(Finding(path, *lines, r.id, r.name, severity, message))
+        out.append(finding(r, severity, Location(path, *lines), message))
     return out
 
 
@@ -159,8 +149,8 @@ def lint_file(given: Source | Unreadable, settings: LintSettings) -> FileResult:
         for r in tool_rules:
             result.findings.extend(_run(r, ctx, settings, result.path, lines))
     silenced = cuda_suppressions(given.text) if generated else suppressions(module)
-    kept = [f for f in result.findings if not silenced.silenced(f.rule, f.line)]
-    result.findings = sorted(kept, key=lambda f: (f.line, f.column, f.rule))
+    kept = [f for f in result.findings if not silenced.silenced(f.code, f.location.line)]
+    result.findings = sorted(kept, key=lambda f: (f.location.line, f.location.column, f.code))
     return result
 
 
@@ -212,7 +202,7 @@ class LintResult:
     statistics: bool = False
 
     @property
-    def findings(self) -> list[Finding]:
+    def findings(self) -> list[Diagnostic]:
         return [f for r in self.files for f in r.findings]
 
     @property
@@ -224,10 +214,8 @@ class LintResult:
         return EXIT_FOUND if any(fails(self.fail_on, f.severity) for f in self.findings) else EXIT_OK
 
     def diagnostics(self) -> list[Diagnostic]:
-        """The findings as the one diagnostic type (code: the rule id)."""
-        return [
-            Diagnostic(Location(f.path, f.line, f.column), f.message, f.severity, code=f.rule) for f in self.findings
-        ]
+        """File by file, why it could not be read, parsed or assembled, and its findings (SARIF, annotations)."""
+        return [d for r in self.files for d in (*r.errors, *r.findings)]
 
     def to_data(self) -> dict:
         from ptxtool import __version__

@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ptxtool.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
-from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageError
+from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline, warp_roles
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
-from ptxtool.passes.cache_operators import POLICIES, STORE_HINTS, Policy, Settings
-from ptxtool.passes.report import Dropped, Insertion, Rewrite
+from ptxtool.passes.cache_operators import POLICIES, Policy, Settings
+from ptxtool.passes.report import Insertion, Rewrite, dropped_rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.names import matches
@@ -60,6 +60,9 @@ class Options:
     diff: bool = False  # the unified diff of the verified rewrites on stdout; nothing written
     verbose: bool = False  # also report each candidate the passes skipped
     named: tuple[tuple[str, str], ...] = ()  # (option, kernel glob) the user gave: a glob naming no kernel is a typo
+    roles: warp_roles.RoleSettings = field(
+        default_factory=warp_roles.RoleSettings
+    )  # --variant/--producer-warps/--stages
 
     def checked(self, path: str, as_json: bool) -> Options:
         """These options for this input, or the usage error they make (before the input is read)."""
@@ -105,6 +108,7 @@ class Checks:
     removed: int = 0
     gpu: str | None = None
     trials: int = 0
+    roles: int = 0  # warp-roles: split kernels whose SASS shows the ring's mbarrier waits and arrivals
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -113,6 +117,7 @@ class Checks:
             "removed_by_ptxas": self.removed,
             "gpu": self.gpu,
             "gpu_trials": self.trials,
+            "split_kernels_with_mbarriers": self.roles,
         }
 
 
@@ -126,7 +131,7 @@ class OptimizeResult:
     text: str
     reports: list[PassReport]
     kernels: list[KernelChange] = field(default_factory=list)
-    dropped: list[Dropped] = field(default_factory=list)
+    dropped: list[Diagnostic] = field(default_factory=list)  # optimize/dropped: each with why, in words
     insertions: list[Insertion] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     checks: Checks = field(default_factory=Checks)
@@ -175,43 +180,24 @@ class OptimizeResult:
 
 
 def settings_from_config(table: dict[str, Any], where: str) -> tuple[tuple[str, ...], Settings]:
-    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]`; InputError on unknown keys.
-    `store-hint` is `store_hint`: keys are spelled like the flags and the other tables too."""
+    """The pipeline and cache-operator settings from `[tool.ptxtool.optimize]` as config.load checked it (keys
+    spelled like the flags too: `store-hint` is `store_hint`); `where` names the file when a pass is unknown."""
     table = {key.replace("-", "_"): value for key, value in table.items()}
-    known = {"passes", "noalias", "store_hint", "include", "exclude", *POLICIES}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: unknown key {unknown[0]!r} (known: {sorted(known)})")
-    passes = tuple(_strings(table, "passes", where) or DEFAULT_PIPELINE)
+    passes = tuple(table.get("passes") or DEFAULT_PIPELINE)
     check_passes(passes, where)
-    include, exclude = _strings(table, "include", where), _strings(table, "exclude", where)
+    include, exclude = table.get("include", []), table.get("exclude", [])
     defaults = Settings()
-    policies = {name: _policy(table.get(name), getattr(defaults, name), include, exclude, where) for name in POLICIES}
+    policies = {name: _policy(table.get(name), getattr(defaults, name), include, exclude) for name in POLICIES}
     hint = table.get("store_hint", defaults.store_hint)
-    if hint not in STORE_HINTS:
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: store_hint must be one of {list(STORE_HINTS)}")
-    return passes, Settings(**policies, noalias=tuple(_strings(table, "noalias", where)), store_hint=hint)
+    return passes, Settings(**policies, noalias=tuple(table.get("noalias", [])), store_hint=hint)
 
 
-def _strings(table: dict[str, Any], key: str, where: str) -> list[str]:
-    value = table.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError.at(where, f"[tool.ptxtool.optimize]: {key} must be a list of strings")
-    return value
-
-
-def _policy(value: Any, default: Policy, include: list[str], exclude: list[str], where: str) -> Policy:
+def _policy(value: Any, default: Policy, include: list[str], exclude: list[str]) -> Policy:
     """A policy from `true`/`false` or `{enabled = true, include = [...], exclude = [...]}`."""
-    if value is None or isinstance(value, bool):
-        enabled = default.enabled if value is None else value
-        return Policy(enabled, tuple(include), tuple(exclude))
-    if isinstance(value, dict) and set(value) <= {"enabled", "include", "exclude"}:
-        return Policy(
-            bool(value.get("enabled", True)),
-            tuple(_strings(value, "include", where) or include),
-            tuple(_strings(value, "exclude", where) + exclude),
-        )
-    raise InputError.at(where, "[tool.ptxtool.optimize]: a policy is true/false or {enabled, include, exclude}")
+    if isinstance(value, dict):
+        globs = value.get("include") or include
+        return Policy(value.get("enabled", True), tuple(globs), tuple(value.get("exclude", []) + exclude))
+    return Policy(default.enabled if value is None else value, tuple(include), tuple(exclude))
 
 
 def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> tuple[tuple[str, ...], Settings]:
@@ -233,6 +219,12 @@ def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> t
     return passes, settings
 
 
+def roles_from(flags: dict[str, Any]) -> warp_roles.RoleSettings:
+    """The warp-roles settings the flags give (`--variant`, `--producer-warps`, `--stages`) over its defaults."""
+    given = {name: flags[name] for name in ("variant", "producer_warps", "stages") if flags.get(name) is not None}
+    return warp_roles.RoleSettings(**given)
+
+
 def check_passes(names: tuple[str, ...], where: str) -> None:
     for name in names:
         if name not in PASSES:
@@ -249,6 +241,8 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     path = source.display
     arch = target_arch(module.targets, path, options.arch)
     check_passes(options.passes, path)
+    if warp_roles.NAME in options.passes:
+        return _restructured(options, source, module, arch)
     settings = replace(options.settings, arch=arch)  # qualifiers are checked against the target assembled for
     optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: settings})
     edits, added = _edits(module, optimized)
@@ -288,6 +282,42 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     return result
 
 
+def _restructured(options: Options, source: Source, module: ast.Module, arch: str) -> OptimizeResult:
+    """warp-roles rewrites whole kernels, so its output is the printed module, verified as a whole: ptxas accepts
+    it and each split kernel's SASS holds the ring's mbarrier waits and arrivals; the pass runs alone."""
+    path = source.display
+    if options.passes != (warp_roles.NAME,) or options.spec:
+        raise UsageError(f"{warp_roles.NAME} runs alone and without --verify-gpu (its launch grows: see the report)")
+    before = compile_ptx(source.text, path, arch)
+    registers = {name: f.registers for name, f in before.functions.items() if f.registers}
+    roles = replace(options.roles, registers=registers)
+    optimized, reports = run_pipeline(module, options.passes, {warp_roles.NAME: roles})
+    text, after, problems = source.text, before, []
+    if reports[0].changed:
+        try:
+            after = compile_ptx(format_module(optimized), path, arch)
+        except InputError as error:
+            problems.append(f"{path}: ptxas rejects the split (a bug in ptxtool): {error}")
+        else:
+            sass = disassemble(after.cubin)
+            for r in reports[0].rewrites:
+                opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
+                missing = [m for m in warp_roles.SASS_PROOF if m not in opcodes]
+                if missing:
+                    problems.append(f"{path}:{r.line}: {r.kernel}: the SASS lacks {', '.join(missing)}")
+            text = format_module(optimized) if not problems else text
+    result = OptimizeResult(path, arch, text, reports, problems=problems)
+    result.checks.roles = 0 if problems else len(reports[0].rewrites)
+    result.kernels = [
+        KernelChange(k.name, before.functions.get(k.name), after.functions.get(k.name), {}, {}) for k in module.kernels
+    ]
+    result.options, result.original = options, source.text
+    target = source.path if options.in_place else options.output
+    if result.verified and target and (result.changed or target != source.path):
+        write_atomic(target, result.text)
+    return result
+
+
 @dataclass(frozen=True)
 class _Build:
     """A text, its cubin as ptxas made it, and the SASS of its `-lineinfo` build with input lines."""
@@ -306,7 +336,7 @@ def _keep_verified(
     before: _Build,
     arch: str,
     strict: bool,
-) -> tuple[list[_Unit], list[Dropped], list[str], _Build]:
+) -> tuple[list[_Unit], list[Diagnostic], list[str], _Build]:
     """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
     kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
     path = source.display
@@ -335,7 +365,7 @@ def _keep_verified(
                 [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
                 after,
             )
-        dropped += [Dropped(r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
+        dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
 

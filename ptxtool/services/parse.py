@@ -41,6 +41,7 @@ class ParseResult:
             "schema": SCHEMA,
             "files": [{"path": f.path, "module": to_data(f.module)} for f in self.files if f.module is not None],
             "errors": [d.to_data() for f in self.files for d in f.errors],
+            "problems": [d.to_data() for f in self.files for d in f.problems],  # --check
         }
 
 

@@ -165,7 +165,7 @@ class Gpu:
             Diagnostic(Location(name, int(m.group(1))), m.group(3).strip(), m.group(2)) for m in _JIT_LINE.finditer(log)
         ]
         if not diagnostics:
-            notes = [line for line in log.splitlines() if line.strip()][:20]
+            notes = tuple([line for line in log.splitlines() if line.strip()][:20])
             what = "the driver's JIT rejected this PTX" if ptx else "the driver could not load this cubin"
             diagnostics = [Diagnostic(Location(name), f"{what}: {reason} (GPU {self.info.arch})", notes=notes)]
         return InputError(diagnostics)

@@ -23,4 +23,4 @@ def unsupported_feature(ctx: Context) -> Iterator[Hit]:
         setmaxnreg.inc.sync.aligned.u32 232;   // PTX001: needs sm_90a (or sm_100a...)
     """
     for problem in check_module(ctx.module):
-        yield Hit(problem.line, problem.column, problem.message)
+        yield Hit(problem.location.line, problem.location.column, problem.message)

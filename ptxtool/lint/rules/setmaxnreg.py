@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from math import prod
 
 from ptxtool import isa
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
@@ -68,8 +68,7 @@ def entry_count_known(function: ast.Function) -> bool:
     """Whether ptxas can fix a kernel's register count at entry, which it needs to honour setmaxnreg: `.maxnreg`, or
     `.minnctapersm` with `.maxntid`/`.reqntid` (without them it ignores every setmaxnreg, warning C7508)."""
     directives = _directives(function)
-    threads = directives.get(".reqntid") or directives.get(".maxntid")
-    return ".maxnreg" in directives or bool(threads and ".minnctapersm" in directives)
+    return ".maxnreg" in directives or (block_bounds(function) is not None and ".minnctapersm" in directives)
 
 
 @rule(
@@ -119,11 +118,10 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
             continue
         if not uses:
             continue
-        directives = _directives(function)
-        threads = directives.get(".reqntid") or directives.get(".maxntid")
-        if not threads:
+        directives, bounds = _directives(function), block_bounds(function)
+        if bounds is None:
             continue
-        groups = max(1, prod(threads) // WARPGROUP)
+        groups = max(1, bounds.threads // WARPGROUP)
         per_cta = budget // max(1, (directives.get(".minnctapersm") or [1])[0])
         steady = _steady(ctx, function)
         inc = [(n, i) for i in steady if "inc" in i.modifiers and (n := _count(i)) is not None]
