@@ -64,7 +64,7 @@ def findings(
     settings = load_settings({}, "precision", select=select, ptxas=ptxas)
     results = lint_files([read_source(str(p)) for p in files], settings)
     return [
-        (f.rule, str(path.relative_to(ROOT)), f.line, f.message)
+        (f.code, str(path.relative_to(ROOT)), f.location.line, f.message)
         for path, result in zip(files, results, strict=True)
         for f in result.findings
     ]
