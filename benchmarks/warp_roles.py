@@ -58,20 +58,28 @@ def _block(path: Path, kernel: str) -> int:
     return threads(function)[0]
 
 
+def _assemble(path: Path) -> None:
+    """Write the cubin beside the PTX (the wheel's ptxas; InputError if it rejects it): the GPU machine's driver may be
+    older than the PTX's .version and cannot JIT it, while its cubin loads."""
+    from ptxtool.toolchain.compile import compile_ptx
+
+    path.with_suffix(".cubin").write_bytes(compile_ptx(path.read_text(), str(path), "sm_90").cubin)
+
+
 def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
     """Compile inputs and references to PTX (sm_90), split each input with every S, write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
-    from ptxtool.toolchain.compile import compile_ptx, cuda_to_ptx
+    from ptxtool.toolchain.compile import cuda_to_ptx
 
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, dict] = {}
     for name, b in benches.items():
         for role, src in (("input", b.source), ("reference", b.reference)):
             text = cuda_to_ptx(str(HERE / src), "sm_90")
-            compile_ptx(text, src, "sm_90")  # ptxas accepts it (InputError otherwise)
             (out / f"{name}.{role}.ptx").write_text(text)
+            _assemble(out / f"{name}.{role}.ptx")
         entry: dict = {
             "kernel": b.kernel,
             "block": _block(out / f"{name}.input.ptx", b.kernel),
@@ -88,6 +96,7 @@ def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
                 continue
             path = out / f"{name}.split{stages}.ptx"
             path.write_text(result.text)
+            _assemble(path)
             after = next(k.after for k in result.kernels if k.name == b.kernel)
             entry["splits"][f"split{stages}"] = {"block": _block(path, b.kernel), "registers": after.registers}
         manifest[name] = entry
@@ -185,7 +194,8 @@ def load_variants(gpu, folder: Path, name: str, entry: dict) -> dict[str, tuple[
     files["reference"] = (f"{name}.reference.ptx", entry["reference_kernel"], entry["reference_block"])
     out = {}
     for variant, (file, kernel, block) in files.items():
-        module = gpu.load((folder / file).read_bytes(), file, ptx=True)
+        cubin = (folder / file).with_suffix(".cubin")
+        module = gpu.load(cubin.read_bytes(), cubin.name, ptx=False)
         out[variant] = (gpu.function(module, kernel), block)
     return out
 

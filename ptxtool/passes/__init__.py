@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ptxtool.passes import cache_operators, warp_roles
+from ptxtool.passes import cache_operators, registers, warp_roles
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast
 
@@ -135,6 +135,7 @@ PASSES: dict[str, Pass] = {
             requires=("cfg", "memory"),
             preserves=frozenset({"loops"}),
         ),
+        Pass(registers.NAME, registers.run, registers.RegisterSettings, requires=("cfg", "loops")),  # bounds, remat
         # restructures whole kernels; the optimize service verifies its output as a whole (never by default)
         Pass(warp_roles.NAME, _warp_roles, warp_roles.RoleSettings),
     )

@@ -27,6 +27,7 @@ from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageErr
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline, warp_roles
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, Policy, Settings
+from ptxtool.passes.registers import NAME as REGISTERS
 from ptxtool.passes.report import Insertion, Rewrite, dropped_rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
@@ -244,7 +245,8 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     if warp_roles.NAME in options.passes:
         return _restructured(options, source, module, arch)
     settings = replace(options.settings, arch=arch)  # qualifiers are checked against the target assembled for
-    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: settings})
+    first = tuple(p for p in options.passes if p != REGISTERS)  # registers runs last, on their verified output
+    optimized, reports = run_pipeline(module, first, {CACHE_OPERATORS: settings})
     edits, added = _edits(module, optimized)
     units = _units(edits, reports)
     before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad
@@ -267,8 +269,15 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         for k in module.kernels
     ]
     result.checks = _count_checks(kept, after.sass)
-    if options.spec and kept and not problems:
-        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
+    if REGISTERS in options.passes and not problems:
+        from ptxtool.services.registers import stage
+
+        result.text, registers, result.problems, written = stage(result.text, source, arch, options.spec)
+        result.reports.append(registers)
+        for k in result.kernels:
+            k.after = written.get(k.name, k.after)
+    if options.spec and result.changed and not result.problems:
+        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, result.text, options.spec)
     result.options, result.original = options, source.text
     names = [k.name for k in module.kernels]
     result.unmatched = [
