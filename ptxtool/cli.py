@@ -43,7 +43,8 @@ def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.pass_context
 def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """The ptxtool command group: its --help is HELP["main"]."""
-    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize"):  # once, before any worker process starts
+    # once, before any worker process starts
+    if ctx.invoked_subcommand in ("inspect", "sass", "lint", "optimize", "report"):
         from ptxtool.toolchain.compile import cache_dir
 
         cache_dir()
@@ -213,10 +214,30 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here."
 )
+@click.option("--format", "form", type=click.Choice(["dot", "svg"]), help="dot text or SVG (default: by -o, else dot).")
 @guarded
-def cfg_command(file: str, kernel: str | None, output: str | None) -> None:
+def cfg_command(file: str, kernel: str | None, output: str | None, form: str | None) -> None:
     cfg = _service("cfg")
-    emit_and_exit(cfg.execute(cfg.Options(kernel, output), read_inputs((file,))))
+    emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), read_inputs((file,))))
+
+
+@main.command("report", help=HELP["report"])
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the page here.")
+@click.option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
+@click.option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
+@click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
+@click.option("--block-size", type=click.IntRange(1, MAX_BLOCK_THREADS), help="Threads per block (see inspect).")
+@guarded
+def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_size) -> None:
+    from ptxtool.lint import load_settings
+
+    report = _service("report")
+    chosen, _ = _inspect_options(arch, block_size, None)  # the numbers `inspect` gives, under the same settings
+    table = _settings("lint")
+    lint = load_settings(table.table, table.where, arch=chosen.arch)
+    options = report.Options(output, optimized, tune, chosen.arch, chosen.block_size, lint).checked(files)
+    emit_and_exit(report.execute(options, read_inputs(files)))
 
 
 # ---------------------------------------------------------------- lint
@@ -281,7 +302,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 )
 @click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
-@click.option("--passes", help="Comma-separated passes to run (default: cache-operators).")
+@click.option("--passes", help="Comma-separated passes: cache-operators, registers (default: cache-operators).")
 @click.option(
     "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
 )
@@ -300,6 +321,9 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
+@click.option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
+@click.option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
+@click.option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
 def optimize_command(
     file: str,
@@ -319,6 +343,7 @@ def optimize_command(
     chosen = optimize.Options(
         passes, settings, flags["arch"], strict, spec, output, in_place, show_diff, verbose, named
     )
+    chosen = replace(chosen, roles=optimize.roles_from(flags))
     emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
 
 

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from functools import wraps
 
 import click
-from rich.markup import escape
 
 from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
 from ptxtool.report.console import print_error, stderr_console
@@ -75,6 +74,8 @@ def guarded(command: Callable) -> Callable:
         except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
             if ctx.find_root().params.get("debug"):
                 raise
+            from rich.markup import escape
+
             stderr_console().print(
                 f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
                 "(a bug in ptxtool; run again with --debug for the traceback)",

@@ -13,6 +13,7 @@ Examples:
   ptxtool cfg k.ptx -k my_kernel -o g.svg   control-flow graph, loops marked
   ptxtool inspect --budget b.toml *.ptx  CI: exit 1 on budget violations (--sarif)
   ptxtool lint *.ptx                     rules with ids; `ptxtool lint --explain ID`
+  ptxtool report k.ptx -o report.html    one HTML page: resources, PTX beside SASS, pressure, CFG
   ptxtool optimize k.ptx -o opt.ptx      cache-operator rewriting, verified in SASS
   ptxtool run a.ptx b.ptx --spec s.toml  GPU: same inputs, outputs compared bit for bit
   ptxtool bench a.ptx b.ptx --spec s.toml   GPU: median times and the ratio B/A
@@ -134,11 +135,11 @@ Examples:
   ptxtool sass --source --addresses k.cu   SASS under the .cu lines, with offsets
 Exit 0 ok; 2 FILE cannot be read, parsed or assembled, or no such kernel; 3 ptxas or nvdisasm missing.
 """,
-    "cfg": """Draw a kernel's control-flow graph, loops marked, as graphviz dot text.
+    "cfg": """Draw a kernel's control-flow graph, loops marked, as graphviz dot text or SVG.
 
 \b
-No -o: dot text on stdout. -o cfg.dot (or .gv) writes the text; -o cfg.svg renders it
-with graphviz's `dot` (exit 3 when graphviz is not installed).
+No -o: dot text on stdout (--format svg: SVG). -o cfg.dot (or .gv) writes the text; -o cfg.svg
+draws the SVG in Python (layered layout; graphviz is not needed).
 Loops are nested boxes titled with their induction variables; back edges are dashed.
 
 
@@ -146,7 +147,27 @@ Loops are nested boxes titled with their induction variables; back edges are das
 Examples:
   ptxtool cfg k.ptx -k my_kernel | dot -Tpng > cfg.png
   ptxtool cfg k.ptx -k my_kernel -o cfg.svg
-Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel; 3 graphviz missing (for .svg).
+  ptxtool cfg k.ptx -k my_kernel --format svg > cfg.svg
+Exit 0 ok; 2 FILE cannot be read or parsed, or no such kernel.
+""",
+    "report": """One self-contained HTML page about PTX files, to read in a browser or keep as a CI artifact.
+
+\b
+Per kernel: ptxas's resources and the occupancy (the numbers of `inspect --json`), the PTX with
+each line's SASS folded under it (and the .loc source line when there is one), the estimated
+register pressure beside the live registers in the SASS, the control-flow graph, and the lint
+findings on their lines. --optimized OPT.ptx adds the two files side by side, the SASS changes
+per kernel and optimize's verification record (when OPT.ptx is what optimize makes of FILE);
+--tune RESULT.json adds the candidate table and the winner. No -o: the page goes to stdout.
+Readable without JavaScript; kernels after the first are folded.
+
+
+\b
+Examples:
+  ptxtool report k.ptx -o report.html
+  ptxtool report k.ptx --optimized k.opt.ptx -o review.html
+  ptxtool report k.ptx --tune tune.json -o tune.html
+Exit 0 ok; 2 a file cannot be read, parsed or assembled (or bad JSON); 3 ptxas or nvdisasm missing.
 """,
     "lint": """Find correctness and performance problems in PTX (and CUDA sources compiled to PTX with nvcc).
 
@@ -179,6 +200,8 @@ write-once stores .cs; --l2-evict-first adds an evict_first L2 policy. Settings:
 Verification, per rewrite: ptxas accepts the output, its SASS carries the promised modifiers, no access crossed
 a barrier, fence or atomic, nothing else changed; a rewrite that fails is dropped and said why (--strict: the
 file fails). The output is the input's text with the kept rewrites spliced in.
+--passes registers: per kernel, launch bounds, register caps and rematerialized values judged by ptxas's
+registers, spills and occupancy ("not timed"), or timed with --verify-gpu; changed bounds are reported loudly.
 Exit 0: verified and written (or printed); 1: verification failed (--strict, --verify-gpu), nothing written;
 2: bad input; 3: no ptxas.
 

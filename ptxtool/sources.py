@@ -10,9 +10,12 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location, UsageError
-from ptxtool.syntax import ParseError, ast, parse
+
+if TYPE_CHECKING:  # the parser is imported by parse_source: `ptxtool --help` and GPU-only commands skip it
+    from ptxtool.syntax import ast
 
 STDIN = "-"
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -114,6 +117,8 @@ def read_source(path: str) -> Source:
 
 def parse_source(source: Source) -> ast.Module:
     """Parse a source, turning syntax errors into diagnostics with the source line for a caret."""
+    from ptxtool.syntax import ParseError, parse
+
     try:
         return parse(source.text)
     except ParseError as error:

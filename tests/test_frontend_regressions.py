@@ -36,11 +36,15 @@ def cli(*args: str):
 
 
 def lex_seconds(text: str) -> float:
+    """Best of three runs: one run on a busy machine can take several times its time."""
     _, lexer, _, _ = _parser()
-    start = time.perf_counter()
-    for _ in lexer.tokens(text, LexSession()):
-        pass
-    return time.perf_counter() - start
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in lexer.tokens(text, LexSession()):
+            pass
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def messages(text: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Fuzzing the front end with mutants of the corpus (fixed seed): token and line edits, random bytes, deep nesting,
-long lines, unterminated comments and strings. Every command run on a mutant ends with exit 0, 1 or 2 and a
-message, never a traceback, within a time bound per input; what fmt prints parses again and is a fixed point."""
+long lines, unterminated comments and strings, opcodes split by blanks and comments, debug-section data. Every
+command run on a mutant ends with exit 0, 1 or 2 and a message, never a traceback, within a time bound per input;
+what fmt prints parses again and is a fixed point."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from conftest import CORPUS, ptx_files
 from ptxtool.cli import main
 
 SEED = 20261201
-MUTANTS = 132
+MUTANTS = 156  # 12 of each mutation
 SECONDS_PER_INPUT = 10  # a mutant of a few hundred lines parses in well under a second; a hang never ends
 COMMANDS = (("parse", "--check"), ("fmt",))
 TOKEN = re.compile(r"\s+|[A-Za-z_$%.][\w$.:]*|\d\w*|\S")
@@ -119,6 +120,30 @@ def unterminated(text: str, rng: random.Random) -> str:
     return text[:k] + rng.choice(["/*", '"', "/* *", '"\\', "/*\n" * 50]) + text[k:]
 
 
+def split_opcode(text: str, rng: random.Random) -> str:
+    """Blanks or a comment between an opcode's words (`ld.global /* c */ .f32`: ptxas takes it), or a line break."""
+    found = list(re.finditer(r"^\s*(?:@!?%\w+\s+)?[a-z]\w*(\.)", text, re.M))
+    if not found:
+        return text
+    k = rng.choice(found).start(1)
+    return text[:k] + rng.choice([" ", "\t/* c */ ", "/**/", "// c\n", " // c\n\t"]) + text[k:]
+
+
+def data_body(text: str, rng: random.Random) -> str:
+    """A debug section of data lines on the fast path's edge: offsets, differences, negative numbers, odd blanks,
+    labels, and now and then something the fast path must leave to the parser (a comment, a hex number, junk)."""
+    values = ["7", "-1", "- 2", "$L__a", "$L__a+4", "$L__a + -4", "$L__b-$L__a", "$L__b - $L__a", ".debug_loc+136"]
+    values += ["0x10", "/* c */ 3", "1.5", "$L__a+", "--1", "%r1"]
+    rows = ["$L__a:"]
+    for _ in range(rng.randrange(1, 30)):
+        word = rng.choice([".b8", ".b16", ".b32", ".b64"])
+        picked = [rng.choice(values[:9] if rng.random() < 0.9 else values) for _ in range(rng.randrange(1, 5))]
+        rows.append(word + rng.choice([" ", "\t", "  "]) + rng.choice([",", ", ", " ,\t"]).join(picked))
+    rows.insert(rng.randrange(len(rows) + 1), "$L__b :")
+    section = "\n.section .debug_info\n{\n" + rng.choice(["\n", "\n\n", " "]).join(rows) + "\n}\n"
+    return text + section
+
+
 MUTATIONS: tuple[Callable[[str, random.Random], str], ...] = (
     delete_token,
     duplicate_token,
@@ -131,6 +156,8 @@ MUTATIONS: tuple[Callable[[str, random.Random], str], ...] = (
     deep_nesting,
     long_line,
     unterminated,
+    split_opcode,
+    data_body,
 )
 
 

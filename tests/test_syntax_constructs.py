@@ -293,3 +293,38 @@ def test_one_spacing_per_operator_whatever_the_input_blanks() -> None:
     out = format_module(parse(text))
     assert "{7&~1, 7&~1, -3, -3, 1?2:3, 4*2, 4*2, 9 % 4, 9 % 4, 1+2, 1<<4, --1, --1, 2-1, 2-1};" in out
     assert format_module(parse(out)) == out
+
+
+OPCODE_SPELLINGS = {  # as written: the comment fmt keeps after the statement
+    "ld.global /* c */ .f32": " /* c */",
+    "ld /* c */ .global.f32": " /* c */",
+    "ld.global .f32": "",
+    "ld.global// c\n.f32": " // c",
+}
+
+
+@pytest.mark.parametrize("spelling", OPCODE_SPELLINGS)
+def test_an_opcode_with_blanks_or_comments_between_its_words(spelling: str, assemble) -> None:
+    """ptxas takes blanks and comments between an opcode's words; the words join, the comment stays on the line."""
+    text = (
+        ".version 9.0\n.target sm_80\n.address_size 64\n\n.visible .entry k(\n\t.param .u64 p\n)\n{\n"
+        "\t.reg .b64 %rd<2>;\n\t.reg .f32 %f<2>;\n\n\tld.param.u64 %rd1, [p];\n"
+        f"\t{spelling} %f1, [%rd1];\n\tst.global.f32 [%rd1], %f1;\n\tret;\n}}\n"
+    )
+    assert assemble(text)[0] is not None  # the premise: ptxas takes the spelling
+    load = next(
+        i for i in ast.instructions(parse(text).functions[0].body) if i.opcode == "ld" and i.modifiers[0] != "param"
+    )
+    assert load.modifiers == ("global", "f32") and load.operands == (ast.Name("%f1"), ast.Address(ast.Name("%rd1")))
+    out = format_module(parse(text))
+    assert f"\tld.global.f32 %f1, [%rd1];{OPCODE_SPELLINGS[spelling]}\n" in out
+    assert format_module(parse(out)) == out and assemble(out)[0] is not None
+
+
+def test_a_declaration_word_after_an_opcode_is_a_missing_semicolon() -> None:
+    """`ret` without its `;` and a `.reg` line after it: not the opcode `ret.reg.b32` (ptxas rejects it too)."""
+    text = ".version 9.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tret\n\t.reg .b32 %t;\n}\n"
+    with pytest.raises(ParseError) as error:
+        parse(text)
+    assert [(i.line, i.column) for i in error.value.issues] == [(6, 5)]
+    assert "missing ';'" in error.value.issues[0].message

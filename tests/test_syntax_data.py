@@ -120,3 +120,51 @@ def test_a_numeric_initializer_wraps_every_element_in_order_at_every_length() ->
         assert format_module(parse(out)) == out
         declarator = parse(text).items[-1].declarators[0]
         assert [i.text for i in declarator.init.items] == values
+
+
+def test_offsets_differences_and_negative_numbers_stay_on_the_fast_path() -> None:
+    """nvcc -G writes `.b32 .debug_loc+136` in .debug_info and `a-b` between labels: the whole body is still one
+    Data, standing for the SymbolOffset, Difference and negative literal nodes the ordinary path builds."""
+    text = (
+        HEAD + ".section .debug_info\n{\n$L__a:\n.b32 .debug_loc+136\n.b64 $L__a+-4, $L__b-$L__a\n.b8 -1, 2\n"
+        "$L__b:\n.b64 $L__a+8\n}\n"
+    )
+    fast = _section(parse(text)).body
+    slow = _section(parse(_slow(text))).body
+    assert [type(s) for s in fast.statements] == [ast.Data]
+    expanded = tuple(ast.expanded(fast.statements))
+    assert _rows(expanded) == _rows(slow.statements)
+    assert expanded == tuple(replace(s, trailing=()) for s in slow.statements)
+    kinds = {type(n) for n in ast.walk(fast)}
+    assert {ast.SymbolOffset, ast.Difference} <= kinds
+    out = format_module(parse(text))
+    assert "\t.b64 $L__a+-4, $L__b-$L__a\n\t.b8 -1, 2\n" in out and format_module(parse(out)) == out
+    # blanks around `+` and `-` (the grammar allows them): the same tree and output
+    spaced = text.replace(".debug_loc+136", ".debug_loc + 136").replace("$L__b-$L__a", "$L__b\t- $L__a")
+    spaced = spaced.replace("-1, 2", "- 1, 2").replace("$L__a+-4", "$L__a +- 4")
+    assert [type(s) for s in _section(parse(spaced)).body.statements] == [ast.Data]
+    assert parse(spaced) == parse(text) and format_module(parse(spaced)) == out
+    assert tuple(ast.expanded(_section(parse(spaced)).body.statements)) == expanded
+
+
+def test_random_data_bodies_build_the_tree_the_parser_builds() -> None:
+    """Seeded: bodies of valid values with random blanks; the fast path and the ordinary path (forced by a comment)
+    stand for the same statements and print the same text."""
+    import random
+
+    rng = random.Random(20261201)
+    values = ["7", "-1", "- 2", "$L__a", "$L__a+4", "$L__a + -4", "$L__b-$L__a", "$L__b\t- $L__a", ".debug_loc+136"]
+    for _ in range(200):
+        rows = ["$L__a" + rng.choice([":", " :", "\t:"])]
+        for _ in range(rng.randrange(1, 8)):
+            picked = [rng.choice(values) for _ in range(rng.randrange(1, 5))]
+            word = rng.choice([".b8", ".b16", ".b32", ".b64"])
+            rows.append(word + rng.choice([" ", "\t", "  "]) + rng.choice([",", ", ", " ,\t"]).join(picked))
+        rows.insert(rng.randrange(1, len(rows) + 1), "$L__b:")
+        text = HEAD + ".section .debug_info\n{\n" + rng.choice(["\n", "\n\n", " ", "\n\t"]).join(rows) + "\n}\n"
+        fast, slow = _section(parse(text)).body, _section(parse(_slow(text))).body
+        assert [type(s) for s in fast.statements] == [ast.Data], text
+        assert tuple(ast.expanded(fast.statements)) == tuple(replace(s, trailing=()) for s in slow.statements), text
+        out = format_module(parse(text))
+        assert format_module(parse(_slow(text))).replace(" /* slow */", "") == out, text
+        assert format_module(parse(out)) == out and parse(out) == parse(text), text

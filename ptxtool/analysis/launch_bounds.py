@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from ptxtool.syntax import ast
+
+MAXNTID, REQNTID = ".maxntid", ".reqntid"  # the directives' words, spelled here alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +29,15 @@ class BlockBounds:
 
 def block_bounds(function: ast.Function) -> BlockBounds | None:
     """`.reqntid` when the kernel declares it (it fixes the block), else `.maxntid`; None when it declares neither."""
-    declared = {d.word: d for d in function.directives if d.word in (".reqntid", ".maxntid")}
-    chosen = declared.get(".reqntid") or declared.get(".maxntid")
+    declared = {d.word: d for d in function.directives if d.word in (REQNTID, MAXNTID)}
+    chosen = declared.get(REQNTID) or declared.get(MAXNTID)
     if chosen is None:
         return None
-    return BlockBounds(tuple(int(v.value) for v in chosen.values), chosen.word == ".reqntid")
+    return BlockBounds(tuple(int(v.value) for v in chosen.values), chosen.word == REQNTID)
+
+
+def with_exact_block(function: ast.Function, dims: tuple[int, ...]) -> ast.Function:
+    """The function declaring `.reqntid dims` in place of its `.maxntid`/`.reqntid` (a pass that grows the block)."""
+    exact = ast.PerfDirective(REQNTID, tuple(ast.Immediate(str(n)) for n in dims))
+    others = tuple(d for d in function.directives if d.word not in (REQNTID, MAXNTID))
+    return replace(function, directives=(exact, *others))

@@ -138,6 +138,12 @@ DIRECTIVES: dict[str, Feature] = {
     )
 }
 
+# `.pragma "..."` strings newer than the base ISA: enable_smem_spilling came with PTX ISA 9.0 (CUDA 13; the wheel's
+# ptxas 13.5 takes it from .version 8.7, and on sm_75 reports negative spill bytes with it, so sm_80 is the floor).
+PRAGMAS: dict[str, Feature] = {
+    word: Feature(word, needs(spec)) for word, spec in (("enable_smem_spilling", "9.0 sm_80"),)
+}
+
 # Directives of a fixed shape, and those that may follow a function's or prototype's parameters.
 STATEMENT_DIRECTIVES = frozenset(
     (".version", ".target", ".address_size", ".file", ".loc", ".pragma", ".alias", ".branchtargets", ".calltargets")

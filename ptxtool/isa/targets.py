@@ -98,3 +98,28 @@ TARGET_INTRODUCED: dict[str, Version] = {
     "sm_121a": (8, 8),
     "sm_121f": (8, 8),
 }
+
+# The most shared memory one block may use (bytes, opted in beyond 48 KB), by target number: CUDA C Programming
+# Guide, "Technical Specifications per Compute Capability".
+SHARED_PER_BLOCK: dict[int, int] = {
+    75: 65536,
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    103: 232448,
+    120: 101376,
+    121: 101376,
+}
+
+
+# ptxas's limit on the `.shared` variables of one kernel (static shared memory) on every target: more must be
+# dynamic shared memory (`.extern .shared`, opted in at launch).
+STATIC_SHARED_PER_BLOCK = 48 * 1024
+
+
+def shared_limit(target: Target) -> int | None:
+    """The shared memory one block of this target may use, or None for a target the table does not know."""
+    return SHARED_PER_BLOCK.get(target.number)

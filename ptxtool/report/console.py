@@ -1,4 +1,7 @@
-"""Human-facing output on stderr: diagnostics with a caret under the offending column, and status lines."""
+"""Human-facing output on stderr: diagnostics with a caret under the offending column, and status lines.
+
+rich is imported when something is first printed to stderr: a run that prints nothing there (`fmt FILE -o OUT`,
+`parse FILE`) never loads it (start-up counts against a ptxas run of a tenth of a second)."""
 
 from __future__ import annotations
 
@@ -7,12 +10,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TextIO
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, TextIO
 
 from ptxtool.errors import Diagnostic, InputError, Location, PtxtoolError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _WIDTH = 160  # source lines longer than this are cut around the error column
 
@@ -21,7 +24,23 @@ _ANSI = {"error": "1;31", "warning": "1;33", "note": "1;36"}  # the same colours
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    """The stderr Console, made on first use."""
+
+    __slots__ = ("_console",)
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str):
+        if self._console is None:
+            self._console = stderr_console()
+        return getattr(self._console, name)
 
 
 @dataclass
@@ -33,7 +52,7 @@ class Out:
 
     @classmethod
     def standard(cls) -> Out:
-        return cls(sys.stdout, stderr_console())
+        return cls(sys.stdout, _LazyConsole())  # type: ignore[arg-type]
 
     @property
     def terminal(self) -> bool:
@@ -69,6 +88,8 @@ def _excerpt(source: str, column: int) -> tuple[str, int]:
 
 def print_error(console: Console, error: PtxtoolError) -> None:
     """An error a user can act on: each diagnostic of bad input, or one line."""
+    from rich.markup import escape
+
     if isinstance(error, InputError):
         for d in error.diagnostics:
             print_diagnostic(console, d)
@@ -90,6 +111,8 @@ def diagnostic_line(d: Diagnostic, colour: bool = False) -> str:
 
 def print_diagnostic(console: Console, d: Diagnostic) -> None:
     """The same line as `diagnostic_line` (rich colours), then the source line with a caret, then the notes."""
+    from rich.markup import escape
+
     loc = d.location
     style = _STYLE.get(d.severity, "bold")
     code = f" {escape(d.code)}" if d.code else ""

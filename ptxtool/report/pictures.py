@@ -1,13 +1,18 @@
-"""Pictures of the analyses for people: the CFG as graphviz dot text (loops as nested clusters), and the pressure
-curve as terminal text or a standalone SVG (with an optional second series, e.g. ptxas's real live registers).
+"""Pictures of the analyses for people: the CFG as graphviz dot text (loops as nested clusters) or as SVG drawn
+here (report/layout.py, no graphviz), and the pressure curve as terminal text or a standalone SVG (with an optional
+second series, e.g. ptxas's real live registers).
 """
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from bisect import bisect_right
+from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING
+
+from ptxtool.report.layout import Route, layout
 
 if TYPE_CHECKING:  # report/ is a leaf: it draws what the analyses give it and imports none of them
     from ptxtool.analysis.cfg import CFG
@@ -21,7 +26,8 @@ def _quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _block_label(cfg: CFG, b: int) -> str:
+def _block_lines(cfg: CFG, b: int) -> list[str]:
+    """A block's title and its first and last few instructions (guard and mnemonic)."""
     block = cfg.blocks[b]
     ops = cfg.ops(block)
     head = block.label or ("entry" if b == 0 else f"block {b}")
@@ -36,7 +42,11 @@ def _block_label(cfg: CFG, b: int) -> str:
             continue
         guard = f"@{'!' * i.guard.negated}{i.guard.predicate.text} " if i.guard else ""
         text.append(guard + i.mnemonic)
-    return "\\l".join(_quote(t) for t in text) + "\\l"
+    return text
+
+
+def _block_label(cfg: CFG, b: int) -> str:
+    return "\\l".join(_quote(t) for t in _block_lines(cfg, b)) + "\\l"
 
 
 def cfg_dot(cfg: CFG, loops: tuple[Loop, ...]) -> str:
@@ -80,6 +90,92 @@ def cfg_dot(cfg: CFG, loops: tuple[Loop, ...]) -> str:
             out.append(f"  b{b.index} -> b{s}" + (" [style=dashed, color=blue];" if (b.index, s) in back else ";"))
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+_CHAR, _LINE, _PAD = 6.6, 14.0, 6.0  # monospace 11px: advance per character, line height, inner padding
+_LOOP_COLOURS = ("#1f6feb", "#8250df", "#bf3989", "#0a7b83", "#9a6700", "#cf222e")
+
+
+def _path(route: Route) -> str:
+    """An SVG path through a route's points: straight where it runs vertically, S-curves between layers."""
+    x0, y0 = route.points[0]
+    out = [f"M{x0:.1f},{y0:.1f}"]
+    for (ax, ay), (bx, by) in itertools.pairwise(route.points):
+        if ax == bx or ay == by:
+            out.append(f"L{bx:.1f},{by:.1f}")
+        else:
+            mid = (ay + by) / 2
+            out.append(f"C{ax:.1f},{mid:.1f} {bx:.1f},{mid:.1f} {bx:.1f},{by:.1f}")
+    return " ".join(out)
+
+
+def cfg_svg(cfg: CFG, loops: tuple[Loop, ...], link: Callable[[int], str] | None = None, ids: str = "") -> str:
+    """The CFG as SVG without graphviz: a box per block (its first and last instructions), loop headers in bold,
+    a coloured bar per enclosing loop, back edges dashed, exits with a double border; `link(line)` makes each
+    block a link to its first PTX line (the HTML report's anchors); `ids` prefixes the element ids, unique on a page
+    of several pictures."""
+    texts = [_block_lines(cfg, b.index) for b in cfg.blocks]
+    sizes = [(max(map(len, t)) * _CHAR + 2 * _PAD + 8, len(t) * _LINE + 2 * _PAD) for t in texts]
+    edges = [(b.index, s) for b in cfg.blocks for s in b.successors]
+    back = {(latch, lp.header) for lp in loops for latch in lp.latches}
+    drawing = layout(sizes, edges, back)
+    legend = [f"{cfg.function.name}: {len(cfg.blocks)} blocks, {len(edges)} edges"]
+    for lp in loops:
+        ivs = ", ".join(f"{iv.register}+={iv.step}" for iv in lp.induction)
+        legend.append(f"loop {lp.index} (depth {lp.depth}){': ' + ivs if ivs else ''}")
+    top = _LINE * len(legend) + 8
+    width, height = max(drawing.width, max(map(len, legend)) * _CHAR + 40), drawing.height + top
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="cfg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="11">',
+        f'<defs><marker id="{ids}arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>',
+        f'<text x="8" y="{_LINE}" font-weight="bold">{escape(legend[0])}</text>',
+    ]
+    for i, (lp, text) in enumerate(zip(loops, legend[1:], strict=True)):
+        y = _LINE * (i + 2)
+        colour = _LOOP_COLOURS[lp.index % len(_LOOP_COLOURS)]
+        svg.append(f'<rect x="8" y="{y - 9}" width="10" height="10" fill="{colour}"/>')
+        svg.append(f'<text x="24" y="{y}">{escape(text)}</text>')
+    svg.append(f'<g transform="translate(0,{top})">')
+    for route in drawing.routes:
+        dashed = ' stroke-dasharray="5,3"' if route.back else ""
+        colour = "#1f6feb" if route.back else "#444"
+        svg.append(
+            f'<path d="{_path(route)}" fill="none" stroke="{colour}"{dashed} marker-end="url(#{ids}arrow)">'
+            f"<title>block {route.source} -> block {route.target}</title></path>"
+        )
+    headers = {lp.header for lp in loops}
+    for block, box, text in zip(cfg.blocks, drawing.boxes, texts, strict=True):
+        ops = cfg.ops(block)
+        inside = sorted((lp for lp in loops if block.index in lp.blocks), key=lambda lp: lp.depth)
+        stroke = ' stroke-width="2.5"' if block.index in headers else ""
+        part = [f'<g class="block" id="{ids}block{block.index}"><title>{escape(" / ".join(text[:1]))}</title>']
+        part.append(
+            f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.width:.1f}" height="{box.height:.1f}" '
+            f'fill="#f6f8fa" stroke="#333"{stroke}/>'
+        )
+        if not block.successors:  # leaves the function: a second border
+            part.append(
+                f'<rect x="{box.x + 3:.1f}" y="{box.y + 3:.1f}" width="{box.width - 6:.1f}" '
+                f'height="{box.height - 6:.1f}" fill="none" stroke="#333"/>'
+            )
+        for d, lp in enumerate(inside):
+            colour = _LOOP_COLOURS[lp.index % len(_LOOP_COLOURS)]
+            part.append(
+                f'<rect x="{box.x + 1 + 3 * d:.1f}" y="{box.y + 1:.1f}" width="3" height="{box.height - 2:.1f}" '
+                f'fill="{colour}"><title>loop {lp.index}</title></rect>'
+            )
+        for i, line in enumerate(text):
+            weight = ' font-weight="bold"' if i == 0 else ""
+            y = box.y + _PAD + _LINE * (i + 1) - 3
+            part.append(f'<text x="{box.x + _PAD + 8:.1f}" y="{y:.1f}"{weight}>{escape(line)}</text>')
+        part.append("</g>")
+        if link and ops:
+            part = [f'<a href="{escape(link(ops[0].line))}">', *part, "</a>"]
+        svg.extend(part)
+    svg.append("</g></svg>")
+    return "\n".join(svg) + "\n"
 
 
 def pressure_text(

@@ -8,8 +8,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.markup import escape
-
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out, diagnostic_line
 
@@ -89,6 +87,14 @@ def doctor(result, out: Out, machine: bool) -> None:
 def cfg(result, out: Out, machine: bool) -> None:
     if result.written is None and not machine:
         out.stdout.write(result.text)
+
+
+def report(result, out: Out, machine: bool) -> None:
+    if result.written is None and not machine:
+        out.stdout.write(result.html)
+    else:
+        kernels = sum(len(f.kernels) for f in result.files)
+        out.status(f"{result.written}: report of {len(result.files)} file(s), {kernels} kernel(s)")
 
 
 def sass(result, out: Out, machine: bool) -> None:
@@ -229,6 +235,8 @@ def tune(result, out: Out, machine: bool) -> None:
 def optimize(result, out: Out, machine: bool) -> None:
     """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
     and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
+    from rich.markup import escape  # here: the commands that print no markup never load rich
+
     o = result.options
     for warning in result.unmatched:
         out.status(f"warning: {warning}")
@@ -249,6 +257,10 @@ def optimize(result, out: Out, machine: bool) -> None:
             a, b = k.memory_before.get(variant, 0), k.memory_after.get(variant, 0)
             if a != b:
                 out.status(f"    {variant}: {a} -> {b}")
+    for r in result.reports:
+        for k in getattr(r, "kernels", ()):
+            for line in _register_lines(k, o.verbose):
+                out.status(line)
     for d in result.dropped:
         out.diagnostic(d)
     if o.verbose:
@@ -270,6 +282,36 @@ def optimize(result, out: Out, machine: bool) -> None:
         out.stdout.write(result.text)
 
 
+def _occupancy(n) -> str:
+    return "occupancy unknown" if n.occupancy is None else f"occupancy {n.occupancy:.0%} ({n.limited_by})"
+
+
+def _register_lines(k, verbose: bool) -> list[str]:
+    """The register pass on one kernel: before -> after, the changes (loud where the author's bounds changed), how
+    it was chosen and the speedup; or why it was left alone. Verbose: every variant tried."""
+    if not k.changed:
+        lines = [f"{k.name}: registers {k.before.registers}, {k.before.spill_bytes} spill bytes: {k.note}"]
+    else:
+        a, b = k.before, k.after
+        lines = [
+            f"{k.name}: registers {a.registers} -> {b.registers}, spill bytes {a.spill_bytes} -> {b.spill_bytes}, "
+            f"{_occupancy(a)} -> {_occupancy(b).removeprefix('occupancy ')} · {k.chosen_by}"
+        ]
+        if k.author_bounds_changed:
+            lines.append(f"    AUTHOR'S BOUNDS CHANGED: {k.bounds_before} -> {k.bounds_after}")
+        lines += [f"    {change}" for change in k.changes]
+        if k.speed:
+            s = k.speed
+            lines.append(f"    speedup {s.speedup:.2f}x (95% interval {s.low:.2f}-{s.high:.2f}), outputs identical")
+    if verbose:
+        for t in k.tried:
+            n = t.numbers
+            numbers = f"{n.registers} registers, {n.spill_bytes} spill bytes, {_occupancy(n)}" if n else "no numbers"
+            timed = f", {t.speed.speedup:.2f}x" if t.speed else ""
+            lines.append(f"    tried {t.change}: {numbers}{timed}: {t.verdict}")
+    return lines
+
+
 def _optimize_summary(result) -> str:
     """`FILE: 3 rewrites kept, 1 dropped · ptxas ok · 5/5 promised SASS modifiers present · no load crossed a
     barrier · other SASS unchanged · GPU: outputs identical, 3 trials` (or why nothing is written)."""
@@ -278,13 +320,23 @@ def _optimize_summary(result) -> str:
     head += f", {len(result.dropped)} dropped" if result.dropped else ""
     if not result.verified:
         return f"{head} · NOT verified: nothing written"
-    if not kept:
+    retuned = [k.name for r in result.reports for k in getattr(r, "kernels", ()) if k.changed]
+    if retuned:
+        head += f", {len(retuned)} kernel{'s' * (len(retuned) != 1)} retuned by the register pass"
+    if not kept and not retuned:
         return head + " · input unchanged"
     c = result.checks
-    parts = [head, "ptxas ok", f"{c.present}/{c.promised} promised SASS modifiers present"]
+    if c.roles:  # warp-roles: verified as a whole, not per instruction
+        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
+    parts = [head, "ptxas ok"]
+    if retuned:
+        parts.append("registers and spills as measured")
+    if kept:
+        parts.append(f"{c.present}/{c.promised} promised SASS modifiers present")
     if c.removed:
         parts.append(f"{c.removed} rewritten access{'es' * (c.removed != 1)} removed by ptxas")
-    parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
+    if kept:
+        parts += ["no access crossed a barrier, fence or atomic", "other SASS memory and control flow unchanged"]
     if c.gpu:
         parts.append(f"GPU: outputs {c.gpu}, {c.trials} trial{'s' * (c.trials != 1)}")
     return " · ".join(parts)
@@ -295,6 +347,7 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "FmtResult": fmt,
     "DoctorResult": doctor,
     "CfgResult": cfg,
+    "ReportResult": report,
     "SassResult": sass,
     "InspectResult": inspect,
     "LintResult": lint,

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageError
-from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline
+from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline, warp_roles
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, Policy, Settings
+from ptxtool.passes.registers import NAME as REGISTERS
 from ptxtool.passes.report import Insertion, Rewrite, dropped_rewrite
 from ptxtool.sources import STDIN, Source, parse_source, write_atomic
 from ptxtool.syntax import ParseError, ast, format_module, parse
@@ -60,6 +61,9 @@ class Options:
     diff: bool = False  # the unified diff of the verified rewrites on stdout; nothing written
     verbose: bool = False  # also report each candidate the passes skipped
     named: tuple[tuple[str, str], ...] = ()  # (option, kernel glob) the user gave: a glob naming no kernel is a typo
+    roles: warp_roles.RoleSettings = field(
+        default_factory=warp_roles.RoleSettings
+    )  # --variant/--producer-warps/--stages
 
     def checked(self, path: str, as_json: bool) -> Options:
         """These options for this input, or the usage error they make (before the input is read)."""
@@ -105,6 +109,7 @@ class Checks:
     removed: int = 0
     gpu: str | None = None
     trials: int = 0
+    roles: int = 0  # warp-roles: split kernels whose SASS shows the ring's mbarrier waits and arrivals
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -113,6 +118,7 @@ class Checks:
             "removed_by_ptxas": self.removed,
             "gpu": self.gpu,
             "gpu_trials": self.trials,
+            "split_kernels_with_mbarriers": self.roles,
         }
 
 
@@ -214,6 +220,12 @@ def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> t
     return passes, settings
 
 
+def roles_from(flags: dict[str, Any]) -> warp_roles.RoleSettings:
+    """The warp-roles settings the flags give (`--variant`, `--producer-warps`, `--stages`) over its defaults."""
+    given = {name: flags[name] for name in ("variant", "producer_warps", "stages") if flags.get(name) is not None}
+    return warp_roles.RoleSettings(**given)
+
+
 def check_passes(names: tuple[str, ...], where: str) -> None:
     for name in names:
         if name not in PASSES:
@@ -230,8 +242,11 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     path = source.display
     arch = target_arch(module.targets, path, options.arch)
     check_passes(options.passes, path)
+    if warp_roles.NAME in options.passes:
+        return _restructured(options, source, module, arch)
     settings = replace(options.settings, arch=arch)  # qualifiers are checked against the target assembled for
-    optimized, reports = run_pipeline(module, options.passes, {CACHE_OPERATORS: settings})
+    first = tuple(p for p in options.passes if p != REGISTERS)  # registers runs last, on their verified output
+    optimized, reports = run_pipeline(module, first, {CACHE_OPERATORS: settings})
     edits, added = _edits(module, optimized)
     units = _units(edits, reports)
     before = _Build(source.text, compile_ptx(source.text, path, arch), _sass(module, arch, path))  # InputError if bad
@@ -254,8 +269,15 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         for k in module.kernels
     ]
     result.checks = _count_checks(kept, after.sass)
-    if options.spec and kept and not problems:
-        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, after.text, options.spec)
+    if REGISTERS in options.passes and not problems:
+        from ptxtool.services.registers import stage
+
+        result.text, registers, result.problems, written = stage(result.text, source, arch, options.spec)
+        result.reports.append(registers)
+        for k in result.kernels:
+            k.after = written.get(k.name, k.after)
+    if options.spec and result.changed and not result.problems:
+        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, result.text, options.spec)
     result.options, result.original = options, source.text
     names = [k.name for k in module.kernels]
     result.unmatched = [
@@ -263,6 +285,42 @@ def execute(options: Options, source: Source) -> OptimizeResult:
         for option, glob in options.named
         if names and not any(matches(name, (glob,)) for name in names)
     ]
+    target = source.path if options.in_place else options.output
+    if result.verified and target and (result.changed or target != source.path):
+        write_atomic(target, result.text)
+    return result
+
+
+def _restructured(options: Options, source: Source, module: ast.Module, arch: str) -> OptimizeResult:
+    """warp-roles rewrites whole kernels, so its output is the printed module, verified as a whole: ptxas accepts
+    it and each split kernel's SASS holds the ring's mbarrier waits and arrivals; the pass runs alone."""
+    path = source.display
+    if options.passes != (warp_roles.NAME,) or options.spec:
+        raise UsageError(f"{warp_roles.NAME} runs alone and without --verify-gpu (its launch grows: see the report)")
+    before = compile_ptx(source.text, path, arch)
+    registers = {name: f.registers for name, f in before.functions.items() if f.registers}
+    roles = replace(options.roles, registers=registers)
+    optimized, reports = run_pipeline(module, options.passes, {warp_roles.NAME: roles})
+    text, after, problems = source.text, before, []
+    if reports[0].changed:
+        try:
+            after = compile_ptx(format_module(optimized), path, arch)
+        except InputError as error:
+            problems.append(f"{path}: ptxas rejects the split (a bug in ptxtool): {error}")
+        else:
+            sass = disassemble(after.cubin)
+            for r in reports[0].rewrites:
+                opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
+                missing = [m for m in warp_roles.SASS_PROOF if m not in opcodes]
+                if missing:
+                    problems.append(f"{path}:{r.line}: {r.kernel}: the SASS lacks {', '.join(missing)}")
+            text = format_module(optimized) if not problems else text
+    result = OptimizeResult(path, arch, text, reports, problems=problems)
+    result.checks.roles = 0 if problems else len(reports[0].rewrites)
+    result.kernels = [
+        KernelChange(k.name, before.functions.get(k.name), after.functions.get(k.name), {}, {}) for k in module.kernels
+    ]
+    result.options, result.original = options, source.text
     target = source.path if options.in_place else options.output
     if result.verified and target and (result.changed or target != source.path):
         write_atomic(target, result.text)

@@ -344,7 +344,7 @@ class Data(Owner):
             text, line, line_start = self.source, self.line, 1 - self.column
         else:
             text, line, line_start = self.text, 0, None
-        names: dict[str, Name | Immediate] = {}
+        names: dict[str, Operand | Difference] = {}
         out: list[Directive | Label] = []
         counted = 0
         for m in SECTION_LINE.finditer(text):
@@ -362,12 +362,27 @@ class Data(Owner):
             args = []
             for value in values.split(","):
                 value = value.strip()
+                if " " in value or "\t" in value:  # `a + 4`, `- 1`: the value the grammar reads from the tokens
+                    value = value.replace(" ", "").replace("\t", "")
                 node = names.get(value)
                 if node is None:
-                    node = names[value] = Immediate(value) if value[0].isdigit() else Name(value)
+                    node = names[value] = _section_value(value)
                 args.append((node,))
             out.append(Directive(word, tuple(args), line=line, column=column, end_line=line))
         return tuple(out)
+
+
+def _section_value(text: str) -> Operand | Difference:
+    """The node of one value of a Data line (lexer._SECTION_VALUE's forms): `12`, `-1`, `name`, `name+4`, `a-b`."""
+    if text[0].isdigit() or text[0] == "-":
+        return Immediate(text)
+    if "+" in text:
+        symbol, offset = text.split("+")
+        return SymbolOffset(Name(symbol), Immediate(offset))
+    if "-" in text:
+        left, right = text.split("-")
+        return Difference(Name(left), Name(right))
+    return Name(text)
 
 
 Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block | Data

@@ -30,7 +30,14 @@ class Token(str):
 
 
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
-_SECTION_VALUE = r"(?:[0-9]++(?![.xXbBeEuU])|[A-Za-z_$][A-Za-z0-9_$]*+|\.debug_[A-Za-z0-9_]++)"
+# a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
+# `$L__tmp5-$L__func_begin0` (the grammar's section_value forms; blanks around `+` and `-` as the grammar allows)
+_SECTION_INT = r"(?:-[ \t]*+)?[0-9]++(?![.xXbBeEuU])"
+_SECTION_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
+_SECTION_VALUE = (
+    rf"(?:{_SECTION_INT}|{_SECTION_NAME}(?:[ \t]*+\+[ \t]*+{_SECTION_INT}|[ \t]*+-[ \t]*+{_SECTION_NAME})?"
+    rf"|\.debug_[A-Za-z0-9_]++(?:[ \t]*+\+[ \t]*+{_SECTION_INT})?)"
+)
 # One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
 # values), or a label (group 3).
 SECTION_LINE = re.compile(
@@ -41,6 +48,26 @@ SECTION_LINE = re.compile(
 SECTION_ITEM = re.compile(
     rf"\.b(?:8|16|32|64)[ \t]++{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+|[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:"
 )
+_ITEM_SPLIT = re.compile(f"({SECTION_ITEM.pattern})")  # split: blanks, item, blanks, item, ..., blanks
+_OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
+
+
+def section_span(text: str, at: int) -> tuple[int, list[str]] | None:
+    """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
+    where it ends (after its `}`) and its items, found in one scan; None for any other body."""
+    brace = _OPEN_BRACE.match(text, at)
+    if brace is None:
+        return None
+    close = text.find("}", brace.end())
+    if close < 0 or text.find("/", brace.end(), close) >= 0:  # no end, or a comment: the ordinary path
+        return None
+    parts = _ITEM_SPLIT.split(text[brace.end() : close])
+    blanks = parts[0::2]
+    if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
+        return None  # something that is no data line, or two items glued together
+    return close + 1, parts[1::2]
+
+
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 
 
@@ -91,6 +118,7 @@ class LexSession:
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
     text: str = ""  # the text being lexed: node builders look at the blanks around some operators
+    section_items: dict[int, list[str]] = field(default_factory=dict)  # SECTION_BODY start -> its items
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 
@@ -117,11 +145,10 @@ class PtxLexer:
         full = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
         decimal = re.compile(r"\s*+\{\s*+(?:[0-9]++\s*+,\s*+)*+[0-9]++\s*+\}")  # the usual table: quicker to check
         self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
-        # a section body of nothing but data lines and labels: one SECTION_BODY token (the parser's node builder
-        # splits it with SECTION_LINE); anything else in it (a comment, an expression) takes the ordinary path
-        self.section_body = re.compile(rf"[ \t\f\r\n]*+\{{(?:[ \t\f\r\n]++{SECTION_LINE.pattern})*+[ \t\f\r\n]*+\}}")
-        # the same with comments before the brace (`.section /* c */ .debug_str // c`): lexed as usual, then the body
-        self.commented_body = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+{self.section_body.pattern}")
+        # a section body of nothing but data lines and labels is one SECTION_BODY token (section_span); anything
+        # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
+        # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
+        self.commented_brace = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{")
         alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
         alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
         alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
@@ -143,8 +170,8 @@ class PtxLexer:
         last_end = 0
         new_str = str.__new__
         data_list = self.data_list
-        section_body = self.section_body.match
-        commented_body = self.commented_body.match
+        commented_brace = self.commented_brace.match
+        items = session.section_items
         body_after_comments = False
         previous = ""
         position = 0
@@ -166,7 +193,7 @@ class PtxLexer:
                     kind = punctuation[value]
                     if kind == "EQUAL" and (data := data_list(text, last_end)):
                         position = last_end  # the initializer is data: one token, then lexing goes on after it
-                        fast = "DATA_LIST"
+                        fast, span = "DATA_LIST", (data.end(), None)
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
@@ -186,10 +213,11 @@ class PtxLexer:
                     errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                 session.prev_line = session.last_line
                 session.last_line = line
-                if body_after_comments and kind == "LBRACE":  # the brace after a section name and comments
-                    body_after_comments = False
-                    data, position, fast, last_end = section_body(text, start), start, "SECTION_BODY", start
+                if body_after_comments and kind == "LBRACE" and (span := section_span(text, start)):
+                    body_after_comments = False  # the brace after a section name and comments
+                    position, fast, last_end = start, "SECTION_BODY", start
                 else:
+                    body_after_comments = False
                     token = new_str(Token, value)  # Token(...) costs 4x more through its keyword handling
                     token.type = kind
                     token.value = value
@@ -197,10 +225,10 @@ class PtxLexer:
                     token.line = line
                     token.column = start - line_start + 1
                     if previous == "SECTION":
-                        if data := section_body(text, last_end):
+                        if span := section_span(text, last_end):
                             position, fast = last_end, "SECTION_BODY"
                         else:
-                            body_after_comments = commented_body(text, last_end) is not None
+                            body_after_comments = commented_brace(text, last_end) is not None
                     previous = kind
                     yield token
                 if position is not None:
@@ -209,7 +237,9 @@ class PtxLexer:
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", last_end, brace) + 1
-                    last_end = data.end()
+                    last_end = span[0]
+                    if span[1] is not None:
+                        items[brace] = span[1]
                     value = text[brace:last_end]
                     session.prev_line = session.last_line
                     session.last_line = line

@@ -19,7 +19,7 @@ from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
-from ptxtool.syntax.words import ATTRIBUTE_WORDS
+from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
 # ---------------------------------------------------------------- errors
 
@@ -150,6 +150,8 @@ _COMMA = re.compile(r"[ \t]*+,[ \t]*+")
 _WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
 _LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
 _BLANKS = re.compile(r"\s++")
+# blanks around the `+` of an offset, the `-` of a difference, after a unary minus (not after a `.b8` word)
+_SIGN_BLANKS = re.compile(r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++")
 
 
 def _tokens(values) -> list[Token]:
@@ -260,13 +262,16 @@ class _Build:
             source = text[start:end].rstrip()
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
-            canonical = "\n".join(SECTION_ITEM.findall(source))
+            found = self.session.section_items.pop(token.start_pos, None)
+            canonical = "\n".join(SECTION_ITEM.findall(source) if found is None else found)
             if "," in canonical:
                 if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
                     canonical = _COMMA.sub(",", canonical)
                 else:
                     canonical = canonical.replace(", ", ",").replace(" ,", ",")
                 canonical = canonical.replace(",", ", ")
+            if " +" in canonical or "+ " in canonical or " -" in canonical or "- " in canonical or "\t" in canonical:
+                canonical = _SIGN_BLANKS.sub("", canonical)
             if "\t" in canonical or "  " in canonical or " :" in canonical:
                 canonical = _LABEL_BLANKS.sub(":", _WORD_BLANKS.sub(r"\1 ", canonical))
             last_line = line + source.count("\n")
@@ -493,13 +498,34 @@ class _Build:
         if isinstance(children[0], ast.Guard):
             guard, children = children[0], children[1:]
         op = children[0]
-        split = self.opcodes.get(op.value)
+        spelled = op.value
+        operands = children[1:]
+        if operands and operands[0].__class__ is Token:  # modifiers written apart from the opcode: `ld.global .f32`
+            words = 0
+            while words < len(operands) and operands[words].__class__ is Token:
+                words += 1
+            for before, word in zip((op, *operands), operands[:words], strict=False):
+                if word.value in DECLARATION_ONLY_WORDS:
+                    self._missing_semicolon(before, word)
+            spelled += "".join(t.value for t in operands[:words])
+            operands = operands[words:]
+        split = self.opcodes.get(spelled)
         if split is None:
-            opcode, *modifiers = op.value.split(".")
-            split = self.opcodes[op.value] = (opcode, tuple(modifiers))
+            opcode, *modifiers = spelled.split(".")
+            split = self.opcodes[spelled] = (opcode, tuple(modifiers))
         return ast.Instruction(
-            split[0], split[1], children[1:], guard, line=op.line, column=op.column, end_line=self.session.prev_line
+            split[0], split[1], operands, guard, line=op.line, column=op.column, end_line=self.session.prev_line
         )
+
+    def _missing_semicolon(self, before: Token, word: Token) -> None:
+        """A declaration word after an opcode's words: the `;` of the line before is missing (or it is misplaced)."""
+        if word.line > before.line:
+            line, column = before.line, before.column + len(before.value)
+            message = f"missing ';' at the end of the line (the next line starts with directive '{word.value}')"
+        else:
+            line, column = word.line, word.column
+            message = f"unexpected directive '{word.value}' after an opcode: a declaration word, not a modifier"
+        self.session.errors.append(LexError(line, column, message))
 
     def guard(self, word):
         return ast.Guard(self._name(word))

@@ -10,3 +10,8 @@ ATTRIBUTE_WORDS = (
     | frozenset((".texref", ".samplerref", ".surfref", ".pred"))
     | frozenset(f".{kind}{bits}" for kind in "bsuf" for bits in (8, 16, 32, 64, 128))
 )
+# declaration words that no instruction takes as a modifier: after an opcode (`ret` then `.reg .b32 %r;` on the
+# next line) one means a missing `;`, not a modifier written apart (ptxas rejects `ret .reg` too)
+DECLARATION_ONLY_WORDS = frozenset(
+    (".reg", ".sreg", ".extern", ".visible", ".weak", ".common", ".align", ".ptr", ".attribute")
+) | frozenset((".texref", ".samplerref", ".surfref"))

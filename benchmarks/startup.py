@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Start-up: wall time of short ptxtool commands beside `ptxas --version` and a bare interpreter, in one run.
+
+Each command runs as a fresh process, best of R rounds, interleaved so a busy moment hits all alike; `fmt` and
+`parse` run on a ten-line kernel, so the time is start-up and imports. Then, from `python -X importtime`, the
+modules each command imports and the slowest of them. The package's bytecode is compiled first, as an installed
+wheel has it (PYTHONDONTWRITEBYTECODE would otherwise make every run compile ptxtool from source).
+
+Usage: python benchmarks/startup.py [--repeat R] [--top N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL = (
+    ".version 8.0\n.target sm_80\n.address_size 64\n\n.visible .entry k(\n\t.param .u64 p\n)\n{\n\t.reg .b64 %rd<2>;\n"
+    "\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n"
+)
+
+
+def find_ptxas() -> str:
+    """The wheel's ptxas ($PTXAS overrides), never a system one from PATH."""
+    if os.environ.get("PTXAS"):
+        return os.environ["PTXAS"]
+    from cuda.pathfinder import find_nvidia_binary_utility
+
+    path = find_nvidia_binary_utility("ptxas")
+    if not path:
+        raise SystemExit("no ptxas: install the nvidia-cuda-nvcc wheel or set PTXAS")
+    return str(path)
+
+
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def imports(command: list[str]) -> list[tuple[int, str]]:
+    """(self microseconds, module) for each module the command imports, from -X importtime."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *command[1:]], capture_output=True, text=True, check=True
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            own, _, name = line.removeprefix("import time:").split("|")
+            rows.append((int(own), name.strip()))
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=10, help="rounds per command, best kept")
+    ap.add_argument("--top", type=int, default=8, help="slowest modules listed per command")
+    args = ap.parse_args()
+    compileall.compile_dir(str(ROOT / "ptxtool"), quiet=1)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    ptxas = find_ptxas()
+    with tempfile.TemporaryDirectory(prefix="ptxtool-startup-") as work:
+        kernel = Path(work) / "k.ptx"
+        kernel.write_text(KERNEL, encoding="utf-8")
+        cli = [sys.executable, "-m", "ptxtool.cli"]
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "ptxas --version": [ptxas, "--version"],
+            "ptxtool --help": [*cli, "--help"],
+            "ptxtool fmt k.ptx -o OUT": [*cli, "fmt", str(kernel), "-o", str(Path(work) / "out.ptx")],
+            "ptxtool parse k.ptx": [*cli, "parse", str(kernel)],
+            "ptxas -arch=sm_80 k.ptx": [ptxas, "-arch=sm_80", str(kernel), "-o", str(Path(work) / "k.cubin")],
+        }
+        best = dict.fromkeys(commands, float("inf"))
+        for _ in range(args.repeat):
+            for name, command in commands.items():
+                best[name] = min(best[name], wall(command))
+        reference = best["ptxas --version"]
+        print(f"{'command':28} {'best ms':>8} {'/ ptxas --version':>18}")
+        for name, seconds in best.items():
+            print(f"{name:28} {seconds * 1000:>8.1f} {seconds / reference:>18.1f}")
+        for name, command in commands.items():
+            if not name.startswith("ptxtool"):
+                continue
+            rows = imports(command)
+            total = sum(own for own, _ in rows)
+            slowest = ", ".join(f"{m} {own / 1000:.1f}" for own, m in sorted(rows, reverse=True)[: args.top])
+            print(f"\n{name}: {len(rows)} modules, {total / 1000:.0f} ms of imports (self); slowest (ms): {slowest}")
+            loaded = {m for _, m in rows}
+            print("  rich: " + ("imported" if "rich" in loaded else "not imported"), end="; ")
+            print("parser: " + ("imported" if "ptxtool.syntax.parser" in loaded else "not imported"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""The staged tile loop that warp-role splitting transforms, found from the CFG, loops, def-use chains, divergence
+and memory facts (never from nvcc's text): an outermost loop whose every trip (1) stages data from global into
+shared memory, (2) waits at a CTA barrier, (3) computes from shared memory, (4) waits at a CTA barrier again
+before the next refill, then (5) steps its induction variables and branches back.
+
+What the split needs proven, and what refuses it (one line each): the trip count is the same in every thread of
+the CTA; nothing leaves the function inside the loop; both barriers are reached by every thread; the staging
+addresses depend on no loaded value and its loads read memory the kernel never writes (producers see the same
+bytes the consumers would have); the S-stage ring of every shared variable fits the target's shared memory; the
+grown block fits 1,024 threads and 65,536 registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import CFG, build_cfg
+from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
+from ptxtool.analysis.divergence import ThreadDependence, ThreadOffsets, divergent_region, post_dominators
+from ptxtool.analysis.linear import Op
+from ptxtool.analysis.loops import Loop, find_loops
+from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
+from ptxtool.isa import Effect, Mode
+from ptxtool.isa.caching import type_bits
+from ptxtool.isa.targets import STATIC_SHARED_PER_BLOCK, Target, shared_limit
+from ptxtool.syntax import ast
+
+MAX_THREADS = 1024  # threads per block on every target
+REGISTERS_PER_CTA = 65536  # the register file one block may use (sm_50 and later)
+# special registers the split changes or cannot keep apart per role: the block's shape and the warp numbering
+SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid")
+
+
+@dataclass(frozen=True, slots=True)
+class SharedBuffer:
+    """A `.shared` variable the loop stages into: its name, size in bytes and alignment."""
+
+    name: str
+    size: int
+    align: int
+
+
+@dataclass(frozen=True, slots=True)
+class StagedLoop:
+    """A staged tile loop of `kernel`: op-index ranges of its staging part (loop header up to the `filled`
+    barrier), compute part (between the barriers) and tail (after the `released` barrier to the back branch), the
+    global reads and shared writes that stage, the shared buffers, and the declared block size `threads`."""
+
+    kernel: str
+    loop: Loop
+    kind: str  # "ld+st", "cp.async" or "bulk"
+    threads: int
+    staging: range
+    filled: int
+    compute: range
+    released: int
+    tail: range
+    loads: tuple[int, ...]
+    stores: tuple[int, ...]
+    buffers: tuple[SharedBuffer, ...]
+    kept: frozenset[int] = frozenset()  # staging ops consumers keep (kept_by_consumers)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of one stage: every buffer, each at its alignment."""
+        total = 0
+        for b in self.buffers:
+            total = -(-total // b.align) * b.align + b.size
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a kernel is left as it is, in one line, at the input line that decides it."""
+
+    kernel: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.kernel}:{self.line}: {self.reason}"
+
+
+def full_barrier(i: ast.Instruction) -> bool:
+    """`bar.sync 0` / `barrier.sync 0` (with `.aligned`/`.cta` spellings), unguarded, without a thread count."""
+    words = tuple(m for m in i.modifiers if m not in ("cta", "aligned"))
+    if i.opcode not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
+        return False
+    return len(i.operands) == 1 and isinstance(i.operands[0], ast.Immediate) and i.operands[0].value == 0
+
+
+def _barrier(i: ast.Instruction) -> bool:
+    return bool(isa.effects(i) & Effect.BARRIER) or isa.family(i) in ("bar", "barrier")
+
+
+def _writes_shared(i: ast.Instruction) -> bool:
+    return any(m is not Mode.READ and s.startswith("shared") for _, m, s in isa.memory_accesses(i))
+
+
+def _reads(i: ast.Instruction, space: str) -> bool:
+    return any(m is not Mode.WRITE and s.startswith(space) for _, m, s in isa.memory_accesses(i))
+
+
+def _read_by_others(i: ast.Instruction) -> bool:
+    """Whether i reads memory that other threads or agents may write (not param, const, local or shared)."""
+    private = ("param", "const", "local", "shared")
+    return any(m is not Mode.WRITE and not s.startswith(private) for _, m, s in isa.memory_accesses(i))
+
+
+def _buffers(module: ast.Module, function: ast.Function) -> tuple[SharedBuffer, ...] | str:
+    """Every `.shared` variable the function can name, with its size; a reason when one has no fixed size."""
+    decls = [d for d in module.items if isinstance(d, ast.Declaration)]
+    decls += [n for n in ast.walk(function.body) if isinstance(n, ast.Declaration)]
+    out = []
+    for d in decls:
+        if not d.has(".shared"):
+            continue
+        bits = next((type_bits(a.word.lstrip(".")) for a in d.attributes if type_bits(a.word.lstrip("."))), None)
+        align = next((int(a.number.value) for a in d.attributes if a.word == ".align" and a.number), None)
+        vector = next((int(a.word[2:]) for a in d.attributes if a.word in (".v2", ".v4", ".v8")), 1)
+        for x in d.declarators:
+            if bits is None or any(n is None for n in x.dims):
+                return f"shared variable {x.name} has no fixed size (dynamic shared memory)"
+            count = vector
+            for n in x.dims:
+                count *= int(ast.constant_value(n))
+            size = count * bits // 8
+            out.append(SharedBuffer(x.name, size, align or max(1, bits * vector // 8)))
+    return tuple(out)
+
+
+class _Finder:
+    """The checks, in the order a reader would make them; each returns a reason or None."""
+
+    def __init__(self, module: ast.Module, function: ast.Function, cfg: CFG) -> None:
+        self.module, self.function, self.cfg = module, function, cfg
+        self.ops = cfg.linear.ops
+        self.du: DefUse = def_use(cfg)
+        self.loops = find_loops(cfg, self.du)
+        self.varying = ThreadDependence(cfg)
+        self.offsets = ThreadOffsets(cfg, self.varying)
+        self.pdom = post_dominators(cfg)
+
+    def divergent_blocks(self) -> dict[int, Op]:
+        """Blocks that only some threads may reach, each with the branch that decides it."""
+        out: dict[int, Op] = {}
+        for op in self.ops:
+            i = op.instruction
+            divergent = self.offsets.divergent_guard(op) or (i.opcode == "brx" and self.varying.any_used(op))
+            if isa.family(i) in ("bra", "brx.idx") and "uni" not in i.modifiers and divergent:
+                for b in divergent_region(self.cfg, self.cfg.block_of[op.index], self.pdom):
+                    out.setdefault(b, op)
+            elif isa.effects(i) & Effect.RETURN and self.offsets.divergent_guard(op):
+                after = self.cfg.block_of[op.index] + 1  # some threads leave here: later blocks see fewer
+                out.update((b, op) for b in range(after, len(self.cfg.blocks)) if b not in out)
+        return out
+
+    def loop_ops(self, loop: Loop) -> list[Op]:
+        return [op for b in sorted(loop.blocks) for op in self.cfg.ops(self.cfg.blocks[b])]
+
+    def loaded_source(self, op: int, key: str, seen: set[tuple[int, str]]) -> Op | None:
+        """A load (other than of a kernel parameter) that register `key`, as op reads it, is computed from."""
+        for d in self.du.defs_of.get((op, key), ()):
+            if d == ENTRY or (d, key) in seen:
+                continue
+            seen.add((d, key))
+            source = self.ops[d]
+            i = source.instruction
+            if isa.memory_accesses(i) and not (i.opcode == "ld" and "param" in i.modifiers):
+                return source
+            if isa.effects(i) & (Effect.ATOMIC | Effect.CALL):
+                return source
+            for u in source.uses:
+                if found := self.loaded_source(d, u, seen):
+                    return found
+        return None
+
+
+def find_staged_loop(
+    module: ast.Module,
+    function: ast.Function,
+    *,
+    stages: int = 2,
+    extra_threads: int = 0,
+    registers: int | None = None,
+    cfg: CFG | None = None,
+) -> StagedLoop | Refusal:
+    """The staged tile loop of a kernel, or why the split is refused. `stages` ring slots, `extra_threads`
+    producer threads added to the block, `registers` per thread from ptxas (None: not checked)."""
+    name = function.name
+    cfg = cfg or build_cfg(function)
+    f = _Finder(module, function, cfg)
+    ops = f.ops
+
+    def refuse(line: int, reason: str) -> Refusal:
+        return Refusal(name, line, reason)
+
+    candidates = [
+        loop for loop in f.loops if loop.depth == 1 and sum(_barrier(op.instruction) for op in f.loop_ops(loop)) >= 2
+    ]
+    if not candidates:
+        return refuse(function.line, "no loop waits at a CTA barrier twice per trip (no staged tile loop)")
+    shape = threads(function)
+    if not shape or any(n != 1 for n in shape[1:]):
+        return refuse(function.line, "the block size is not declared one-dimensional (.reqntid/.maxntid N, 1, 1)")
+    n_threads = shape[0]
+    if n_threads % 32:
+        return refuse(function.line, f"the block of {n_threads} threads is not a whole number of warps")
+    for op in ops:
+        for operand in op.instruction.operands:
+            for n in isa.operand_names(operand):
+                if n.text.startswith(SHAPE_SPECIALS):
+                    return refuse(op.line, f"reads {n.text}, which the grown block would change")
+        if isa.effects(op.instruction) & Effect.CALL:
+            return refuse(op.line, "calls a function (its effects on the roles are unknown)")
+        if isa.find(op.instruction) is None:
+            return refuse(op.line, f"{op.instruction.mnemonic} is an instruction the ISA tables do not know")
+        i = op.instruction
+        if (
+            i.opcode == "cvta"
+            and "to" not in i.modifiers
+            and any(m.startswith(("shared", "local")) for m in i.modifiers)
+        ):
+            space = "shared" if any(m.startswith("shared") for m in i.modifiers) else "local"
+            return refuse(op.line, f"a generic pointer into {space} memory (cvta): the roles could not keep it apart")
+        if _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
+            return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
+    loop = candidates[0]
+    body = f.loop_ops(loop)
+    header = cfg.blocks[loop.header]
+    lo, hi = body[0].index, body[-1].index + 1
+    if [op.index for op in body] != list(range(lo, hi)) or header.start != lo:
+        return refuse(ops[header.start].line, "the loop's blocks are not laid out from its header down")
+    for op in body:
+        if isa.effects(op.instruction) & (Effect.RETURN | Effect.TRAP):
+            return refuse(op.line, f"{op.instruction.mnemonic} inside the loop")
+    for op in body:
+        exits = [s for s in cfg.blocks[cfg.block_of[op.index]].successors if s not in loop.blocks]
+        is_last = op.index == cfg.blocks[cfg.block_of[op.index]].end - 1
+        if is_last and exits and isa.effects(op.instruction) & Effect.BRANCH and f.offsets.divergent_guard(op):
+            return refuse(
+                op.line, "trip count not uniform across the CTA: the loop's exit branch depends on the thread"
+            )
+    divergent = f.divergent_blocks()
+    if loop.header in divergent:
+        return refuse(divergent[loop.header].line, "the loop is entered by only some threads of the CTA")
+    barriers = [op for op in body if _barrier(op.instruction)]
+    for op in barriers:
+        if cfg.block_of[op.index] in divergent:
+            why = divergent[cfg.block_of[op.index]]
+            return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
+    plain = [op for op in barriers if full_barrier(op.instruction)]
+    if len(barriers) != 2 or len(plain) != 2:
+        return refuse(ops[lo].line, f"the loop waits {len(barriers)} times per trip; the split needs exactly 2")
+    filled, released = plain[0].index, plain[1].index
+    for op in plain:
+        if any(loop.index != inner.index and cfg.block_of[op.index] in inner.blocks for inner in f.loops):
+            return refuse(op.line, "barrier inside an inner loop")
+        if not all(cfg.dominates(cfg.block_of[op.index], latch) for latch in loop.latches):
+            return refuse(op.line, "barrier not reached on every trip")
+    staging, compute, tail = range(lo, filled), range(filled + 1, released), range(released + 1, hi)
+    if (why := _regions(f, loop, staging, compute, tail)) is not None:
+        return why
+    loads = tuple(o for o in staging if _reads(ops[o].instruction, "global"))
+    stores = tuple(o for o in staging if _writes_shared(ops[o].instruction))
+    if not loads or not stores:
+        return refuse(ops[lo].line, "the part before the first barrier stages nothing from global into shared memory")
+    if not any(_reads(ops[o].instruction, "shared") for o in compute):
+        return refuse(ops[filled].line, "the part between the barriers reads no shared memory")
+    kind = "bulk" if any(isa.family(ops[o].instruction).startswith("cp.async.bulk") for o in stores) else None
+    kind = kind or ("cp.async" if any(isa.family(ops[o].instruction) == "cp.async" for o in stores) else "ld+st")
+    if (why := _producer_inputs(f, module, function, staging, hi)) is not None:
+        return why
+    buffers = _buffers(module, function)
+    if isinstance(buffers, str):
+        return refuse(function.line, buffers)
+    kept = kept_by_consumers(f, staging)
+    result = StagedLoop(
+        name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
+    )
+    arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    target_limit = shared_limit(arch) if arch else None
+    limit = min(target_limit or STATIC_SHARED_PER_BLOCK, STATIC_SHARED_PER_BLOCK)  # the ring is static shared
+    ring = stages * result.shared_bytes + 16 * stages
+    if ring > limit:
+        return refuse(
+            function.line,
+            f"shared memory does not fit {stages} stages: {ring} bytes > {limit} bytes of .shared variables per block",
+        )
+    total = n_threads + extra_threads
+    if total > MAX_THREADS:
+        return refuse(function.line, f"the grown block of {total} threads exceeds {MAX_THREADS}")
+    if registers is not None and registers * total > REGISTERS_PER_CTA:
+        return refuse(
+            function.line,
+            f"registers do not fit: {registers} per thread x {total} threads > {REGISTERS_PER_CTA} per CTA",
+        )
+    return result
+
+
+_IMPURE = Effect.BRANCH | Effect.BARRIER | Effect.ATOMIC | Effect.FENCE | Effect.ASYNC | Effect.CALL | Effect.RESOURCE
+_IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
+
+
+def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
+    """Staging ops the consumers keep: the register arithmetic of the loop header's first block (run on every
+    trip, before staging branches), computed from nothing the staging part loads (a tile's base index, say)."""
+    cfg, ops = f.cfg, f.ops
+    first = cfg.blocks[cfg.block_of[staging.start]]
+    kept = {
+        o.index
+        for o in ops[staging.start : min(first.end, staging.stop)]
+        if not isa.memory_accesses(o.instruction) and not isa.effects(o.instruction) & _IMPURE
+    }
+    changed = True
+    while changed:  # an input computed by a dropped staging op makes the op useless to keep
+        changed = False
+        for at in sorted(kept):
+            defs = [d for k in ops[at].uses for d in f.du.defs_of.get((at, k), ()) if d in staging]
+            if any(d not in kept for d in defs):
+                kept.discard(at)
+                changed = True
+    return frozenset(kept)
+
+
+def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
+    """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
+    header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
+    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names)."""
+    ops, cfg, name = f.ops, f.cfg, f.function.name
+    kept = kept_by_consumers(f, staging)
+
+    def part(index: int) -> str:
+        return "staging" if index in staging else "compute" if index in compute else "tail" if index in tail else ""
+
+    for op in ops[staging.start : tail.stop]:
+        where = part(op.index)
+        i = op.instruction
+        if isa.effects(i) & Effect.BRANCH:
+            for label in op.targets:
+                target = cfg.linear.labels.get(label)
+                to = part(target) if target is not None else ""
+                forward = (where, target) in (("staging", staging.stop), ("compute", compute.stop))  # to the barrier
+                back = target == staging.start and where == "tail"
+                if not (to == where or forward or back or (not to and where == "tail")):
+                    return Refusal(name, op.line, f"a branch leaves the loop's {where} part")
+        if where == "compute" and _writes_shared(i):
+            return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
+        if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
+            return Refusal(name, op.line, f"{i.mnemonic} in the {where} part (producers must not order or wait)")
+        if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
+            return Refusal(name, op.line, "the staging part writes memory other than shared")
+        if where == "tail" and isa.memory_accesses(i):
+            return Refusal(name, op.line, "the loop's tail touches memory")
+        for key in op.uses:  # each role drops the other's part: no value may cross between them
+            sources = {part(d) for d in f.du.defs_of.get((op.index, key), ()) if d >= 0}
+            if where != "compute" and "compute" in sources:
+                return Refusal(name, op.line, f"the {where} part uses {key}, which the compute part computes")
+            dropped = any(d in staging and d not in kept for d in f.du.defs_of.get((op.index, key), ()))
+            if where != "staging" and dropped:
+                return Refusal(name, op.line, f"the {where} part uses {key}, which the staging part computes")
+    for op in ops[tail.stop :]:
+        for key in op.uses:
+            if any(d in staging and d not in kept for d in f.du.defs_of.get((op.index, key), ())):
+                return Refusal(name, op.line, f"code after the loop uses {key}, which the staging part computes")
+    for op in (*ops[: staging.start], *ops[tail.stop :]):
+        if any(s.startswith("shared") for _, _, s in isa.memory_accesses(op.instruction)):
+            return Refusal(name, op.line, "shared memory is used outside the loop (the ring moves its contents)")
+    return None
+
+
+def _producer_inputs(
+    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int
+) -> Refusal | None:
+    """What producers recompute (everything before the loop, the staging part, the tail) must read only memory
+    no thread of the kernel writes, so they see the bytes the consumers would have; staging addresses must come
+    from no loaded value at all (kernel parameters aside)."""
+    ops, name = f.ops, function.name
+    facts = memory_facts(module, function, f.cfg)
+    changing = {a.op for a in facts.accesses if a.param not in facts.read_only_params}
+    # a global write before or in the loop may reach a producer's load through an aliasing pointer (producers run
+    # ahead and meet no barrier of the consumers); `.nc` loads (read-only while the kernel runs: PTX ISA) are safe
+    writes = [a.op for a in facts.accesses if a.mode is not Mode.READ]
+    early = sorted(o for o in (*writes, *facts.unknown_writes) if o < end)
+    spaces = variable_spaces(module, function)
+    for at in range(staging.stop):
+        i = ops[at].instruction
+        where = "staging part" if at in staging else "code before the loop"
+        if _reads(i, "shared"):
+            return Refusal(name, ops[at].line, f"the {where} reads shared memory (producers would not see it)")
+        if at in changing and _reads(i, ""):
+            return Refusal(name, ops[at].line, f"the {where} reads global memory the kernel may write")
+        if _read_by_others(i) and "nc" not in i.modifiers and early:
+            line = ops[early[0]].line
+            return Refusal(
+                name,
+                ops[at].line,
+                f"the {where} reads memory without .nc and the kernel writes global memory at line {line} "
+                "(through an alias, producers running ahead would read other bytes)",
+            )
+        if at not in staging or not (_writes_shared(i) or _reads(i, "global")):
+            continue
+        for operand, _, _ in isa.memory_accesses(i):
+            for n in isa.operand_names(operand):
+                key = next((k for k in ops[at].uses if f.cfg.linear.registers[k].name == n.text), None)
+                source = f.loaded_source(at, key, set()) if key else None
+                if source is not None:
+                    what = source.instruction.mnemonic
+                    return Refusal(
+                        name, ops[at].line, f"staging address depends on a value loaded at line {source.line} ({what})"
+                    )
+                if key is None and spaces.get(n.text) not in (Space.SHARED, Space.GLOBAL, None):
+                    return Refusal(name, ops[at].line, f"staging address {n.text} is not a shared or global buffer")
+    return None

@@ -1,0 +1,323 @@
+"""Warp-role splitting: a staged tile loop (analysis/staging.py) becomes consumer warps that compute and producer
+warps that stage, joined by an S-slot mbarrier ring; the block grows by the producers, added after the consumers so
+every consumer keeps its %tid.
+
+The split variant in this version has one producer thread per consumer thread (P = N/32 warps): producer thread
+N+t replays consumer t's code up to and through the staging part, with t as its %tid.x and every write but the
+staging stores dropped, and writes stage k into ring slot k mod S. A two-barrier loop
+
+    $L: ld.global.f32 %f2, [%rd5];  st.shared.f32 [%r8], %f2;  bar.sync 0;
+        ld.shared.f32 %f3, [%r11];  fma...;                  bar.sync 0;  add...; @%p2 bra $L;
+
+becomes, for consumers (%tid.x < N)
+
+    $L: <slot, parity of trip k>;  mbarrier.try_wait.parity [full+8*slot] (loop);
+        add %wr_a, %r11, slot*T;  ld.shared.f32 %f3, [%wr_a];  fma...;  mbarrier.arrive [empty+8*slot];  add...
+
+and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
+the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
+consumers' code become `bar.sync 1, N`. The pipeline variant (S stages without roles) is not implemented yet and
+is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
+from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
+from ptxtool.isa import Effect, Mode
+from ptxtool.isa.targets import Target, version
+from ptxtool.passes.report import PassReport, Rewrite, Skip
+from ptxtool.syntax import ast, parse
+
+NAME = "warp-roles"
+VARIANTS = ("split", "pipeline")
+RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
+CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
+SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
+
+
+@dataclass(frozen=True)
+class RoleSettings:
+    """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S."""
+
+    variant: str = "split"
+    producer_warps: int | None = None
+    stages: int = 2
+    registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
+
+
+def _statements(body: str, target: str = "sm_90") -> tuple[ast.Statement, ...]:
+    """PTX statements from text (the pass writes its additions as PTX, not as node constructors)."""
+    module = parse(f".version 8.0\n.target {target}\n.address_size 64\n.entry _wr() {{\n{body}\n}}\n")
+    return module.functions[0].body.statements
+
+
+def _map(
+    block: ast.Block, edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]], labels: dict
+) -> ast.Block:
+    """Rebuild a body: each instruction (numbered as the Linear form numbers ops) replaced by `edit`'s statements,
+    each label renamed through `labels`."""
+    counter = [0]
+
+    def walk(b: ast.Block) -> ast.Block:
+        out: list[ast.Statement] = []
+        for s in b.statements:
+            if isinstance(s, ast.Instruction):
+                out.extend(edit(counter[0], s))
+                counter[0] += 1
+            elif isinstance(s, ast.Block):
+                out.append(walk(s))
+            elif isinstance(s, ast.Label):
+                out.append(replace(s, name=labels.get(s.name, s.name)))
+            else:
+                out.append(s)
+        return replace(b, statements=tuple(out))
+
+    return walk(block)
+
+
+def _rename(operand: ast.Operand, names: dict[str, ast.Operand]) -> ast.Operand:
+    """An operand with names replaced (labels, %tid.x, ring members), inside addresses and lists too."""
+    if isinstance(operand, ast.Name):
+        return names.get(operand.text, operand)
+    if isinstance(operand, ast.Address) and isinstance(operand.base, ast.Name) and operand.base.text in names:
+        new = names[operand.base.text]
+        if isinstance(new, ast.SymbolOffset):  # [tile+8] -> [__wr_ring+(off+8)]
+            extra = int(operand.offset.value) * (1 if operand.plus else -1) if operand.offset is not None else 0
+            total = int(new.offset.value) + extra
+            return ast.Address(new.symbol, ast.Immediate(str(abs(total))) if total else None, total >= 0)
+        return replace(operand, base=new)
+    if isinstance(operand, ast.Vector | ast.ParenList):
+        return replace(operand, items=tuple(_rename(x, names) for x in operand.items))
+    if isinstance(operand, ast.SymbolOffset) and operand.symbol.text in names:
+        new = names[operand.symbol.text]
+        if isinstance(new, ast.SymbolOffset):
+            total = int(new.offset.value) + int(ast.constant_value(operand.offset))
+            return ast.SymbolOffset(new.symbol, ast.Immediate(str(total)))
+    return operand
+
+
+def _renamed(i: ast.Instruction, names: dict[str, ast.Operand]) -> ast.Instruction:
+    return replace(i, operands=tuple(_rename(x, names) for x in i.operands))
+
+
+def _relocated(i: ast.Instruction, wide: Callable[[str], bool]) -> tuple[ast.Statement, ...]:
+    """A shared access moved into the current ring slot: each shared address plus the slot's offset (%wr_off),
+    through a scratch register of its own per operand."""
+    out: list[ast.Statement] = []
+    operands = list(i.operands)
+    shared = [a for a, _, s in isa.memory_accesses(i) if s.startswith("shared")]
+    for n, operand in enumerate(operands):
+        if not isinstance(operand, ast.Address) or not any(a is operand for a in shared):
+            continue
+        base = operand.base.text
+        if wide(base):
+            out += _statements(f"cvt.u64.u32 %wr_wide, %wr_off;\nadd.u64 %wr_ad{n}, {base}, %wr_wide;")
+            operands[n] = replace(operand, base=ast.Name(f"%wr_ad{n}"))
+        else:  # a 32-bit register or the ring's symbol
+            out += _statements(f"mov.u32 %wr_a{n}, {base};\nadd.u32 %wr_a{n}, %wr_a{n}, %wr_off;")
+            operands[n] = replace(operand, base=ast.Name(f"%wr_a{n}"))
+    return (*out, replace(i, operands=tuple(operands)))
+
+
+def _ring_layout(found: StagedLoop) -> tuple[dict[str, int], int]:
+    """Each staged buffer's offset in one ring slot, and the slot's size (a multiple of 16: every slot aligned)."""
+    offsets, total = {}, 0
+    for b in found.buffers:
+        total = -(-total // b.align) * b.align
+        offsets[b.name] = total
+        total += b.size
+    return offsets, -(-total // 16) * 16
+
+
+def _slot(stages: int, stage_bytes: int, which: str) -> str:
+    """PTX computing the slot of trip %wr_k, its parity, its ring offset and its `which` mbarrier's address."""
+    return (
+        f"rem.u32 %wr_slot, %wr_k, {stages};\ndiv.u32 %wr_ph, %wr_k, {stages};\nand.b32 %wr_ph, %wr_ph, 1;\n"
+        f"mul.lo.u32 %wr_off, %wr_slot, {stage_bytes};\nmov.u32 %wr_bar, {which};\n"
+        f"mad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;"
+    )
+
+
+def _wait(label: str, parity: str, arch: Target) -> str:
+    test = "try_wait" if arch.number >= 90 else "test_wait"
+    return f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n@!%wr_done bra {label};"
+
+
+def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, arch: Target) -> ast.Function:
+    """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers."""
+    cfg = build_cfg(function)
+    n, stages = found.threads, settings.stages
+    offsets, stage_bytes = _ring_layout(found)
+    ring_names: dict[str, ast.Operand] = {
+        b: ast.SymbolOffset(ast.Name(RING), ast.Immediate(str(off))) for b, off in offsets.items()
+    }
+    wide_regs = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}
+    lo, hi = found.staging.start, found.tail.stop
+    labels = {k.split("#")[0] for k in cfg.linear.labels}
+    producer_labels = {name: f"$__wr_p{name.lstrip('$')}" for name in labels}
+
+    def reading_shared(i: ast.Instruction) -> bool:
+        return any(s.startswith("shared") and m is not Mode.WRITE for _, m, s in isa.memory_accesses(i))
+
+    def consumer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        i = _renamed(i, ring_names)
+        if index in found.staging:
+            return (i,) if index in found.kept else ()
+        if index == found.filled:
+            empty = f"mov.u32 %wr_ebar, {EMPTY};\nmad.lo.u32 %wr_ebar, %wr_slot, 8, %wr_ebar;"
+            return _statements(
+                f"{_slot(stages, stage_bytes, FULL)}\n{empty}\n{_wait('$__wr_full_wait', '%wr_ph', arch)}"
+            )
+        if index in found.compute and reading_shared(i):
+            return _relocated(i, wide_regs.__contains__)
+        if index == found.released:
+            return _statements("mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_ebar];\nadd.u32 %wr_k, %wr_k, 1;")
+        if full_barrier(i):
+            return _statements(f"bar.sync {CONSUMER_BARRIER}, {n};")
+        return (i,)
+
+    producer_names = {
+        **ring_names,
+        "%tid.x": ast.Name("%wr_vtid"),
+        **{k: ast.Name(v) for k, v in producer_labels.items()},
+    }
+
+    def producer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        i = _renamed(i, producer_names)
+        if index >= hi or index in found.compute:
+            return ()
+        if index == lo:
+            parity = "xor.b32 %wr_eph, %wr_ph, 1;"
+            wait = _slot(stages, stage_bytes, EMPTY) + "\n" + parity + "\n" + _wait("$__wr_empty_wait", "%wr_eph", arch)
+            head = _statements(wait)
+        else:
+            head = ()
+        if index in found.staging and any(s.startswith("shared") for _, m, s in isa.memory_accesses(i)):
+            return (*head, *_relocated(i, wide_regs.__contains__))
+        if index == found.filled:
+            return _statements(
+                f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\n"
+                "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];"
+            )
+        if index == found.released:
+            return _statements("add.u32 %wr_k, %wr_k, 1;")
+        effects = isa.effects(i)
+        writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))  # local: its own
+        if index < lo and (writes or effects & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)):
+            return head
+        return (*head, i)
+
+    body = function.body
+    consumer_body = _map(body, consumer, {})
+    producer_body = _map(body, producer, producer_labels)
+    declarations = "\n".join(
+        (
+            ".reg .pred %wr_p, %wr_done;",
+            ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a<8>;",
+            ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
+            f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
+            f".shared .align 8 .b64 {FULL}[{stages}];",
+            f".shared .align 8 .b64 {EMPTY}[{stages}];",
+        )
+    )
+    inits = "\n".join(
+        f"mbarrier.init.shared::cta.b64 [{FULL}+{8 * s}], {n};\nmbarrier.init.shared::cta.b64 [{EMPTY}+{8 * s}], {n};"
+        for s in range(stages)
+    )
+    prologue = (
+        f"{declarations}\nmov.u32 %wr_tid, %tid.x;\nsetp.ne.u32 %wr_p, %wr_tid, 0;\n@%wr_p bra $__wr_inited;\n{inits}\n"
+        f"$__wr_inited:\nbar.sync 0;\nmov.u32 %wr_k, 0;\nsetp.ge.u32 %wr_p, %wr_tid, {n};\n@%wr_p bra $__wr_producer;"
+    )
+    producer_prologue = f"$__wr_producer:\nsub.u32 %wr_vtid, %wr_tid, {n};"
+    kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
+    producer_code = [s for s in producer_body.statements if not isinstance(s, ast.Declaration)]
+    statements = (
+        *[s for s in kept if isinstance(s, ast.Declaration)],
+        *_statements(prologue),
+        *[s for s in kept if not isinstance(s, ast.Declaration)],
+        *_statements("ret;"),
+        *_statements(producer_prologue),
+        *producer_code,
+        *_statements("ret;"),
+    )
+    total = n + 32 * (n // 32)
+    return with_exact_block(replace(function, body=replace(body, statements=statements)), (total, 1, 1))
+
+
+def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
+    return d.has(".shared") and all(x.name in offsets for x in d.declarators)
+
+
+def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tuple[ast.Module, PassReport]:
+    """Split every kernel with a staged tile loop into producer and consumer warps; refuse the others, saying why."""
+    settings = settings or RoleSettings()
+    report = PassReport(NAME)
+    arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    new_items = list(module.items)
+    for at, item in enumerate(module.items):
+        if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
+            continue
+        why = _unsupported(module, settings, arch)
+        registers = (settings.registers or {}).get(item.name)
+        found: StagedLoop | Refusal
+        if why:
+            found = Refusal(item.name, item.line, why)
+        else:
+            shape = _threads(item)
+            found = find_staged_loop(module, item, stages=settings.stages, extra_threads=shape, registers=registers)
+        if isinstance(found, StagedLoop) and found.kind != "ld+st":
+            found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
+        if isinstance(found, StagedLoop) and settings.producer_warps not in (None, found.threads // 32):
+            found = Refusal(
+                item.name, item.line, f"producer warps must be {found.threads // 32} (one thread per consumer thread)"
+            )
+        if isinstance(found, Refusal):
+            report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
+            continue
+        new_items[at] = _split(item, found, settings, arch)
+        producers = found.threads // 32
+        _, stage_bytes = _ring_layout(found)
+        report.rewrites.append(
+            Rewrite(
+                item.name,
+                item.line,
+                f"{found.threads} threads",
+                f"{found.threads + 32 * producers} threads (.reqntid)",
+                (
+                    f"split: {found.threads // 32} consumer warps + {producers} producer warps, "
+                    f"{settings.stages}-slot mbarrier ring of {stage_bytes} bytes per slot",
+                    f"launch with {found.threads + 32 * producers} threads per block: consumers keep %tid.x "
+                    f"0..{found.threads - 1}",
+                ),
+            )
+        )
+        report.inserted.append(item.name)
+    return replace(module, items=tuple(new_items)), report
+
+
+def _threads(function: ast.Function) -> int:
+    """The producer threads the split adds: as many as the block's declared threads in x."""
+    bounds = block_bounds(function)
+    return bounds.dims[0] if bounds else 0
+
+
+def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
+    """Why the settings or the file rule the pass out for every kernel."""
+    if settings.variant not in VARIANTS:
+        return f"unknown variant {settings.variant!r} (split or pipeline)"
+    if settings.variant == "pipeline":
+        return "the pipeline variant is not implemented yet"
+    if settings.stages < 2 or settings.stages > 16:
+        return f"stages must be 2..16, not {settings.stages}"
+    if arch is None or arch.number < 90:
+        return "the split needs sm_90 or later (mbarrier.try_wait)"
+    ptx = version(module.version or "")
+    if ptx is None or ptx < (7, 8):
+        return "the split needs PTX ISA 7.8 or later (mbarrier.try_wait.parity)"
+    return None

@@ -1,0 +1,44 @@
+"""Start-up: each command imports what it uses when it runs (benchmarks/startup.py times it). `--help` needs neither
+the parser nor rich; `fmt` and `parse` of a valid file print nothing on stderr, so they never load rich."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KERNEL = ".version 8.0\n.target sm_80\n.address_size 64\n\n.visible .entry k()\n{\n\tret;\n}\n"
+
+
+def imported(*args: str) -> set[str]:
+    """The modules a `ptxtool` command imports, from `python -X importtime`."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ptxtool.cli", *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_help_imports_neither_the_parser_nor_rich() -> None:
+    modules = imported("--help")
+    assert "click" in modules  # the premise: the list is real
+    assert "ptxtool.syntax.parser" not in modules and "rich" not in modules
+
+
+@pytest.mark.parametrize("command", [("fmt",), ("parse",), ("parse", "--check")])
+def test_fmt_and_parse_of_a_valid_file_never_load_rich(command: tuple[str, ...], tmp_path: Path) -> None:
+    source = tmp_path / "k.ptx"
+    source.write_text(KERNEL, encoding="utf-8")
+    modules = imported(*command, str(source), *(("-o", str(tmp_path / "out.ptx")) if command == ("fmt",) else ()))
+    assert "ptxtool.syntax.parser" in modules
+    assert "rich" not in modules
+
+
+def test_an_error_still_prints_through_rich(tmp_path: Path) -> None:
+    """The lazy console is the same console: a bad file's diagnostic comes out with its position."""
+    source = tmp_path / "bad.ptx"
+    source.write_text(KERNEL.replace("ret;", "ret"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "ptxtool.cli", "parse", str(source)], capture_output=True, text=True)
+    assert done.returncode == 2 and f"{source}:7:5: error: missing ';'" in done.stderr, done.stderr
