@@ -16,7 +16,7 @@ from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.report import FORMATS, emit_and_exit
-from ptxtool.report.console import progress, stderr_console
+from ptxtool.report.console import phases, progress, stderr_console
 from ptxtool.sources import STDIN, read_inputs, read_source
 
 
@@ -345,6 +345,33 @@ def optimize_command(
     )
     chosen = replace(chosen, roles=optimize.roles_from(flags))
     emit_and_exit(optimize.execute(chosen.checked(file, as_json), read_source(file)), _form(as_json))
+
+
+# ---------------------------------------------------------------- tune (GPU)
+
+
+@main.command("tune", help=HELP["tune"])
+@click.argument("file", metavar="FILE")
+@click.option("--spec", "-s", required=True, help="Launch spec (TOML); its [tune] table marks what may vary.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the winner's PTX here.")
+@click.option("--space", type=click.Path(dir_okay=False), help="TOML that narrows or widens the search space.")
+@click.option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (schema ptxtool.tune/1).")
+@click.option("--budget-s", type=click.FloatRange(min=0.001), help="Bound the wall time, in seconds.")
+@click.option("--objective", type=click.Choice(["alone", "neighbour"]), help="What to minimize (default: alone).")
+@click.option("--neighbour-mib", type=click.IntRange(min=0), help="Size of the neighbour's L2-resident sum (24).")
+@click.option("--gpus", help="GPUs to spread candidates over: all, or a number (default 1).")
+@click.option("--fresh", is_flag=True, help="Measure again, ignoring results cached from an earlier run.")
+@click.option("--dry-run", is_flag=True, help="List the candidates and their ptxas numbers; time nothing.")
+@guarded
+def tune_command(file: str, spec: str, output: str | None, space: str | None, as_json: bool, **o) -> None:
+    tune = _service("tune")
+    table = _settings("tune")
+    flags = {key: o.pop(key) for key in ("budget_s", "objective", "neighbour_mib", "gpus")}
+    options = tune.Options(spec, output, space, table.table, table.where, flags, **o)
+    with phases("tune") as say:
+        result = tune.execute(options, read_inputs((file,)), say)
+    emit_and_exit(result, _form(as_json))
 
 
 if __name__ == "__main__":

@@ -98,6 +98,15 @@ _OPTIMIZE = {
     **dict.fromkeys(("readonly", "streaming", "stores", "l2_evict_first", "unsafe_volatile_nc"), POLICY_KEY),
 }
 
+# [tool.ptxtool.tune]: the keys of a tune space, the same as in a launch spec's [tune] table and a --space file,
+# whose values services/tuning/space.py checks for all three (tests/test_tune.py holds these names to its KEYS).
+_TUNE = (
+    *("block", "grid", "args", "cache_operators", "noalias", "generators", "combine", "max_candidates", "prune"),
+    *("objective", "neighbour_mib", "budget_s", "gpus", "launches", "min_rounds", "warmup", "confidence"),
+    *("min_gain", "kernel_slack"),
+)
+TUNE_KEY = Key("a tune setting (docs/tune.md); its value is checked by `ptxtool tune`", lambda v: True)
+
 # section -> key -> what it must be
 SECTIONS: dict[str, dict[str, Key]] = {
     "inspect": {
@@ -118,6 +127,7 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "fail-on": Key('"error", "warning" or "note"', lambda v: v in ("error", "warning", "note")),
     },
     "optimize": _OPTIMIZE | {key.replace("_", "-"): rule for key, rule in _OPTIMIZE.items()},  # either spelling
+    "tune": dict.fromkeys(_TUNE + tuple(key.replace("_", "-") for key in _TUNE), TUNE_KEY),  # either spelling
 }
 # sections that may also hold sub-tables, checked by their command (lint: per-rule options, by the rule registry)
 SUBTABLES = {"lint"}

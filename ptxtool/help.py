@@ -17,6 +17,7 @@ Examples:
   ptxtool optimize k.ptx -o opt.ptx      cache-operator rewriting, verified in SASS
   ptxtool run a.ptx b.ptx --spec s.toml  GPU: same inputs, outputs compared bit for bit
   ptxtool bench a.ptx b.ptx --spec s.toml   GPU: median times and the ratio B/A
+  ptxtool tune k.ptx --spec s.toml -o best.ptx   GPU: the variant really faster, or the input
   ptxtool doctor                         which ptxas/nvdisasm/driver ptxtool uses
 
 Each command has --help with more; docs/ in the repository has the details.
@@ -210,5 +211,25 @@ Examples:
   ptxtool optimize k.ptx --diff                    what would change, as a unified diff
   ptxtool optimize --noalias my_kernel -i k.ptx    .nc too, for a kernel whose pointers never alias
   ptxtool optimize k.ptx -o k.opt.ptx --verify-gpu saxpy.toml   also compare outputs on the GPU
+""",
+    "tune": """Choose, on the GPU, the variant of a kernel that is really faster than the input; never a slower
+or a wrong one.
+
+\b
+Candidates: the input; each cache-operator policy of `optimize` that changes the code; the launch parameters
+the spec's [tune] table marks (block, grid, named scalar arguments: lists or {from, to, step}). --space and
+[tool.ptxtool.tune] narrow or widen the space. Each candidate's outputs must match the input's (bit for bit
+when only the code changed); the survivors are timed interleaved with the input on inputs rotated beyond the
+L2, and one replaces the input only when its ratio's confidence interval lies below 1. Results are cached per
+PTX, spec, GPU and driver (--fresh measures again). docs/tune.md has the method and the space's keys.
+Exit 0: done (the winner may be the input); 1: a code-only candidate gave other outputs than the input;
+2: bad input, spec or space; 3: no GPU driver (--dry-run needs none) or no ptxas.
+
+\b
+Examples:
+  ptxtool tune k.ptx --spec saxpy.toml --dry-run            the candidates and their ptxas numbers
+  ptxtool tune k.ptx --spec saxpy.toml -o best.ptx          time them; write the winner's PTX
+  ptxtool tune k.ptx -s copy.toml --objective neighbour     beside an L2-resident sum on another stream
+  ptxtool tune k.ptx -s copy.toml --space grid.toml --budget-s 60 --gpus all --json
 """,
 }

@@ -219,3 +219,19 @@ def test_readonly_note_sees_module_variable_writes() -> None:
     found = findings(Path(__file__).parent / "data" / "safety" / "symbol_alias.ptx", "PTX005")
     assert len(found) == 1 and "--noalias _Z12symbol_aliasPKf` adds it if it never aliases g_buf" in found[0].message
     assert findings(Path(__file__).parent / "data" / "safety" / "consumer.ptx", "PTX005") == []
+
+
+def test_ptxas_spills_of_a_debug_build_are_not_reported() -> None:
+    """nvcc -G code spills on purpose: ptxas warns about it, PTX008 leaves it out (PTX007 leaves such files alone)."""
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.compile import compile_ptx
+    from ptxtool.toolchain.discover import find_tool
+
+    try:
+        find_tool("ptxas")
+    except EnvironmentProblem:
+        pytest.skip("no ptxas")
+    path = Path(__file__).parent / "corpus" / "ptx" / "control.sm80.debug.ptx"
+    warnings = compile_ptx(path.read_text(), str(path), "sm_80").warnings
+    assert any(w.kind == "spill" for w in warnings)  # ptxas does warn
+    assert findings(path, "PTX008") == []

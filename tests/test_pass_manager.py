@@ -77,3 +77,23 @@ def test_registry_refuses_duplicates_and_unknown_analyses(toy):
 def test_the_default_pipeline_is_registered():
     assert set(passes.DEFAULT_PIPELINE) <= set(passes.PASSES)
     assert all(set(p.requires) <= set(passes.ANALYSES) for p in passes.PASSES.values())
+
+
+def test_memory_facts_are_cached_and_read_the_whole_module(toy):
+    """cache-operators takes its memory facts from the manager: computed once per kernel, kept while the module is
+    the same, and computed again for every kernel once any function changes (a kernel's facts include its
+    callees' effects)."""
+    from ptxtool.passes.cache_operators import NAME, Policy, Settings
+
+    module = parse((SAMPLES / "elementwise.sm90.ptx").read_text())
+    kernels = sum(1 for f in module.functions if f.is_kernel and f.body is not None)
+    off = Policy(False)
+    quiet = {NAME: Settings(readonly=off, streaming=off, stores=off)}  # rewrites nothing: the module stays
+    analyses = Analyses()
+    run_pipeline(module, [NAME, NAME], quiet, analyses)
+    assert analyses.computed["memory"] == kernels
+    run_pipeline(
+        module, ["count-blocks-keeps-cfg", NAME], {**quiet, "count-blocks-keeps-cfg": Blocks("saxpy")}, analyses
+    )
+    assert analyses.computed["memory"] == 2 * kernels  # saxpy changed: every kernel's memory facts again
+    assert "memory" in passes.PASSES[NAME].requires

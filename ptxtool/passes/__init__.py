@@ -47,8 +47,22 @@ def _pressure(function: ast.Function, analyses: Analyses) -> Any:
     return pressure(analyses.get("cfg", function))
 
 
+def _memory(function: ast.Function, analyses: Analyses) -> Any:
+    from ptxtool.analysis.memory import memory_facts
+
+    assert analyses.module is not None, "the memory analysis reads the module: run it through run_pipeline"
+    return memory_facts(analyses.module, function, analyses.get("cfg", function))
+
+
 # analysis name -> how to compute it for one function (it may ask the manager for the analyses it builds on)
-ANALYSES: dict[str, Callable[[ast.Function, Analyses], Any]] = {"cfg": _cfg, "loops": _loops, "pressure": _pressure}
+ANALYSES: dict[str, Callable[[ast.Function, Analyses], Any]] = {
+    "cfg": _cfg,
+    "loops": _loops,
+    "pressure": _pressure,
+    "memory": _memory,
+}
+# Analyses that read more than their function (callees' bodies, module variables): valid while the module is.
+MODULE_WIDE = frozenset({"memory"})
 
 
 class Analyses:
@@ -58,6 +72,7 @@ class Analyses:
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str], tuple[ast.Function, Any]] = {}
         self.computed: Counter[str] = Counter()  # how often each analysis ran (what the cache saves shows here)
+        self.module: ast.Module | None = None  # the module the functions belong to (set by run_pipeline)
 
     def get(self, name: str, function: ast.Function) -> Any:
         key = (name, function.name)
@@ -73,12 +88,18 @@ class Analyses:
         """A pass made `module`: keep what it preserves (rebound to the new functions), and whatever belongs to
         functions it left as they were; drop the rest."""
         current = {f.name: f for f in module.functions}
+        before = self.module.items if self.module is not None else ()
+        same_module = len(before) == len(module.items) and all(
+            a is b for a, b in zip(before, module.items, strict=True)
+        )
         kept = {}
         for (name, fname), (function, value) in self._cache.items():
             new = current.get(fname)
-            if new is function or (new is not None and (name in preserves or "*" in preserves)):
+            unchanged = new is function and (same_module or name not in MODULE_WIDE)
+            if unchanged or (new is not None and (name in preserves or "*" in preserves)):
                 kept[(name, fname)] = (new, value)
         self._cache = kept
+        self.module = module
 
 
 @dataclass(frozen=True)
@@ -94,7 +115,9 @@ class Pass:
 
 
 def _cache_operators(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
-    return cache_operators.cache_operators(module, settings, lambda f: analyses.get("cfg", f))
+    return cache_operators.cache_operators(
+        module, settings, lambda f: (analyses.get("cfg", f), analyses.get("memory", f))
+    )
 
 
 def _warp_roles(module: ast.Module, settings: Any, analyses: Analyses) -> tuple[ast.Module, PassReport]:
@@ -109,7 +132,7 @@ PASSES: dict[str, Pass] = {
             cache_operators.NAME,
             _cache_operators,
             cache_operators.Settings,
-            requires=("cfg",),
+            requires=("cfg", "memory"),
             preserves=frozenset({"loops"}),
         ),
         Pass(registers.NAME, registers.run, registers.RegisterSettings, requires=("cfg", "loops")),  # bounds, remat
@@ -135,6 +158,7 @@ def run_pipeline(
     """Run the named passes in order, sharing one analysis cache; `settings` maps a pass name to its settings object
     (default: its defaults)."""
     analyses = analyses or Analyses()
+    analyses.after(module, frozenset())  # a new module: drop what belongs to another
     reports = []
     for name in names:
         p = PASSES[name]

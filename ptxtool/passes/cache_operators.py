@@ -17,6 +17,8 @@ is outside the PTX memory model and says so in every report. Every added qualifi
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -26,7 +28,9 @@ from ptxtool.analysis.memory import (
     BLOCK_INDICES,
     Affine,
     MemoryAccess,
+    MemoryBase,
     MemoryFacts,
+    Symbol,
     memory_facts,
     non_coherent,
     threads,
@@ -101,6 +105,50 @@ UNSAFE_WARNING = (
 )
 
 
+_Shape = frozenset[tuple[Symbol, int]]  # an offset's symbolic terms, hashable
+
+
+def _shape(terms: dict[Symbol, int]) -> _Shape:
+    return frozenset((s, c) for s, c in terms.items() if c)
+
+
+def _local(terms: dict[Symbol, int]) -> _Shape:
+    """The terms that are not multiples of the grid size (`%nctaid`): what an unrolled grid-stride loop keeps."""
+    return frozenset((s, c) for s, c in terms.items() if c and not any("%nctaid" in f for f in s.factors))
+
+
+@dataclass(frozen=True)
+class _Neighbours:
+    """A kernel's accesses grouped by pointer and symbolic shape, built once, so that finding an access's neighbours
+    is a hash look-up and a bisection instead of a comparison with every other access (quadratic: a kernel with
+    1,600 loads took minutes)."""
+
+    spans: dict[tuple[MemoryBase, _Shape], tuple[int, int]]  # same terms: least, most const
+    offsets: dict[tuple[MemoryBase, _Shape], list[tuple[int, int]]]  # same shape: (const, op), sorted
+    bases: Counter[tuple[MemoryBase, int | None]]  # accesses per pointer (op None), and per pointer and op
+    local: Counter[tuple[MemoryBase, int | None, _Shape]]  # the same, per shape off the grid size
+
+    @classmethod
+    def of(cls, accesses: tuple[MemoryAccess, ...]) -> _Neighbours:
+        spans: dict[tuple[MemoryBase, _Shape], tuple[int, int]] = {}
+        offsets: dict[tuple[MemoryBase, _Shape], list[tuple[int, int]]] = {}
+        bases: Counter[tuple[MemoryBase, int | None]] = Counter()
+        local: Counter[tuple[MemoryBase, int | None, _Shape]] = Counter()
+        for a in accesses:
+            terms, const = a.offset.terms, a.offset.const
+            key = (a.base, frozenset(terms.items()))
+            least, most = spans.get(key, (const, const))
+            spans[key] = (min(least, const), max(most, const))
+            offsets.setdefault((a.base, _shape(terms)), []).append((const, a.op))
+            shape = _local(terms)
+            for op in (None, a.op):
+                bases[a.base, op] += 1
+                local[a.base, op, shape] += 1
+        for row in offsets.values():
+            row.sort()
+        return cls(spans, offsets, bases, local)
+
+
 @dataclass
 class _Kernel:
     """What the decisions of one kernel stand on."""
@@ -110,15 +158,11 @@ class _Kernel:
     cfg: CFG
     facts: MemoryFacts
     alias_free: bool
+    neighbours: _Neighbours
 
     @property
     def name(self) -> str:
         return self.function.name
-
-
-def _kernel(module: ast.Module, function: ast.Function, settings: Settings, cfg: CFG) -> _Kernel:
-    facts = memory_facts(module, function, cfg)
-    return _Kernel(module, function, cfg, facts, settings.alias_free(function.name))
 
 
 def _split_by_grid(k: _Kernel, a: MemoryAccess) -> bool:
@@ -136,8 +180,8 @@ def _blocks_apart(k: _Kernel, a: MemoryAccess) -> bool:
     thread stride; without those, the hardware's largest block), counting the constant offsets of the pointer's other
     accesses with the same terms
     (`a[blockIdx.x * 32 + threadIdx.x]` with 256-thread blocks is read by up to 8 blocks)."""
-    siblings = [o.offset.const for o in k.facts.accesses if o.base == a.base and o.offset.terms == a.offset.terms]
-    reach = max(siblings, default=a.offset.const) - min(siblings, default=a.offset.const)
+    least, most = k.neighbours.spans.get((a.base, frozenset(a.offset.terms.items())), (0, 0))
+    reach = most - least
     bounds = threads(k.function)
     for symbol, coefficient in a.offset.terms.items():
         blocks = [f for f in symbol.factors if f.startswith("%ctaid.")]
@@ -193,16 +237,18 @@ def _touched_once(k: _Kernel, a: MemoryAccess, width: int) -> bool:
     """No other access through the same pointer may land on the lines this warp touches (no load-then-store, no
     stencil neighbours): another access is provably elsewhere only when it differs by a whole warp footprint or
     more with the same symbolic terms, or by multiples of the grid size (`%nctaid`: an unrolled grid-stride loop)."""
-    terms, const = a.offset.terms, a.offset.const
-    for other in k.facts.accesses:
-        if other.op == a.op or other.base != a.base:
-            continue
-        other_terms = other.offset.terms
-        differ = {t for t in terms.keys() | other_terms.keys() if terms.get(t, 0) != other_terms.get(t, 0)}
-        if differ and not all(any("%nctaid" in f for f in t.factors) for t in differ):
-            return False
-        if not differ and abs(other.offset.const - const) < 32 * width:
-            return False
+    n, base, op, terms = k.neighbours, a.base, a.op, a.offset.terms
+    shape = _local(terms)
+    others = n.bases[base, None] - n.bases[base, op]
+    if others - (n.local[base, None, shape] - n.local[base, op, shape]):
+        return False  # another access differs by more than multiples of the grid size
+    footprint, const = 32 * width, a.offset.const
+    row = n.offsets.get((base, _shape(terms)), [])
+    for other, at in row[bisect_right(row, const - footprint, key=lambda e: e[0]) :]:
+        if other >= const + footprint:
+            break
+        if at != op:
+            return False  # the same terms, less than a warp footprint away
     return True
 
 
@@ -366,9 +412,9 @@ def _foreign_policy_register(body: ast.Block) -> bool:
 
 
 def _rewrite_kernel(
-    module: ast.Module, function: ast.Function, settings: Settings, report: PassReport, cfg: CFG
+    module: ast.Module, function: ast.Function, settings: Settings, report: PassReport, cfg: CFG, facts: MemoryFacts
 ) -> ast.Function:
-    k = _kernel(module, function, settings, cfg)
+    k = _Kernel(module, function, cfg, facts, settings.alias_free(function.name), _Neighbours.of(facts.accesses))
     unmet = _unmet(module, ast.Instruction("ret"), _CREATE_POLICY, settings.arch)
     if settings.l2_evict_first.applies(k.name) and unmet is not None:
         needs = " or ".join(str(n) for n in unmet.needs)
@@ -401,14 +447,17 @@ def _rewrite_kernel(
 
 
 def cache_operators(
-    module: ast.Module, settings: Settings | None = None, cfg_of: Callable[[ast.Function], CFG] = build_cfg
+    module: ast.Module,
+    settings: Settings | None = None,
+    analysed: Callable[[ast.Function], tuple[CFG, MemoryFacts]] | None = None,
 ) -> tuple[ast.Module, PassReport]:
-    """Add cache operators to the global loads and stores of every kernel where they are provably safe; `cfg_of`
-    gives a function's CFG (the pass manager's cached one, or built here)."""
+    """Add cache operators to the global loads and stores of every kernel where they are provably safe; `analysed`
+    gives a function's CFG and memory facts (the pass manager's cached ones; by default computed here)."""
     settings = settings or Settings()
     report = PassReport(NAME, sass_may_change=POLICY_SASS)
+    analysed = analysed or (lambda f: (cfg := build_cfg(f), memory_facts(module, f, cfg)))
     items = tuple(
-        _rewrite_kernel(module, item, settings, report, cfg_of(item))
+        _rewrite_kernel(module, item, settings, report, *analysed(item))
         if isinstance(item, ast.Function) and item.is_kernel and item.body is not None
         else item
         for item in module.items

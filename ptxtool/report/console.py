@@ -138,3 +138,15 @@ def progress(total: int, what: str) -> Iterator[Callable[[], None] | None]:
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda: bar.advance(task)
+
+
+@contextmanager
+def phases(what: str) -> Iterator[Callable[[str], None] | None]:
+    """A spinner on stderr naming the phase a long command is in, on a terminal only; yields the callback that
+    names the next phase (or None)."""
+    console = stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    with console.status(what) as status:
+        yield lambda text: status.update(f"{what}: {text}")

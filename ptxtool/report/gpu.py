@@ -74,3 +74,57 @@ def bench_lines(r) -> list[str]:
     else:
         out.append(f"  A against itself (even vs odd launches): {r.noise:.4f}")
     return out
+
+
+def _interval(i, times: str = "") -> str:
+    if i is None:
+        return "-"
+    if i.low is None:
+        return f"{i.median:.4f}{times} (too few rounds for an interval)"
+    return f"{i.median:.4f}{times} [{i.low:.4f}, {i.high:.4f}]"
+
+
+def tune_lines(r) -> list[str]:
+    """A TuneResult: where and how it was measured, one row per candidate (the input first), the winner and how
+    sure that is, what was written, and notes."""
+    head = f"{display(r.kernel)} in {r.path} ({r.arch})"
+    if r.dry_run:
+        out = [f"{head}: {len(r.candidates)} candidates (dry run: nothing timed)"]
+    else:
+        gpus = ", ".join(f"GPU {i} {d.name} (CUDA {d.driver})" for i, d in enumerate(r.devices))
+        out = [f"{head}, objective {r.space.objective}, on {gpus}" + (" -- from the cache" if r.cached else "")]
+    width = max(len("candidate"), *(len(c.name) for c in r.candidates))
+    out.append(
+        f"  {'candidate':{width}} {'verified':10} {'regs':>4} {'spill':>5} {'occ':>5}"
+        + ("" if r.dry_run else f"  {'median us':>9}  {'ratio to input [interval]':30} neighbour slowdown")
+    )
+    for c in r.candidates:
+        res = c.resources
+        occupancy = f"{res.occupancy:.0%}" if res.occupancy is not None else "?"
+        verified = {True: "yes", False: "NO", None: "-"}[c.verified]
+        verified = {"input": "reference", "pruned": "pruned"}.get(c.status, verified)
+        row = f"  {c.name:{width}} {verified:10} {res.registers if res.registers is not None else '?':>4} "
+        row += f"{res.spill_bytes:>5} {occupancy:>5}"
+        if not r.dry_run:
+            median = f"{c.median_us:.2f}" if c.median_us is not None else "-"
+            ratio = "1" if c.status == "input" else _interval(c.ratio)
+            row += f"  {median:>9}  {ratio:30} {_interval(c.neighbour_slowdown, 'x')}"
+        out.append(row.rstrip())
+        if c.problem:
+            out.append(f"      {c.status}: {c.problem}")
+    if not r.dry_run:
+        together = r.space.confidence
+        out.append(f"  intervals: {r.confidence:.2%} each, {together:.0%} for all together; {'; '.join(r.stopped)}")
+        winner = next(c for c in r.candidates if c.name == r.winner)
+        if r.winner == "input":
+            out.append("winner: input (no verified candidate faster beyond noise)")
+        else:
+            out.append(f"winner: {r.winner}, ratio to input {_interval(winner.ratio)}")
+        if winner.median_us is not None:
+            where = "beside the neighbour" if r.space.objective == "neighbour" else "alone"
+            slowdown = _interval(winner.neighbour_slowdown, "x")
+            out.append(f"  its kernel: median {winner.median_us:.2f} us {where}; neighbour slowdown {slowdown}")
+        if r.written:
+            out.append(f"wrote {r.written}")
+    out += [f"note: {n}" for n in r.notes]
+    return out

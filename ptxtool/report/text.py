@@ -224,6 +224,14 @@ def bench(result, out: Out, machine: bool) -> None:
         out.status(line)
 
 
+def tune(result, out: Out, machine: bool) -> None:
+    """`tune`: the table of candidates, the winner and how sure, on stderr (stdout holds only `--json`)."""
+    from ptxtool.report.gpu import tune_lines
+
+    for line in tune_lines(result):
+        out.status(line)
+
+
 def optimize(result, out: Out, machine: bool) -> None:
     """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
     and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
@@ -347,4 +355,5 @@ TEXT: dict[str, Callable[[object, Out, bool], None]] = {
     "RunReport": run,
     "BenchReport": bench,
     "OptimizeResult": optimize,
+    "TuneResult": tune,
 }

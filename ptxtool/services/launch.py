@@ -54,7 +54,7 @@ FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
 INITS = ("random", "iota", "constant", "zeros", "npy")
 POINTER_BYTES = 8
 
-_SPEC_KEYS = {"kernel", "grid", "block", "shared_bytes", "cooperative", "seed", "trials", "poison", "param"}
+_SPEC_KEYS = {"kernel", "grid", "block", "shared_bytes", "cooperative", "seed", "trials", "poison", "param", "tune"}
 _SCALAR_KEYS = {"name", "type", "value"}
 _BUFFER_KEYS = {"name", "type", "count", "init", "range", "value", "start", "step", "file", "output", "rtol", "atol"}
 

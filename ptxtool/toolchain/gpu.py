@@ -94,6 +94,7 @@ class Gpu:
         flags = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
         self._stream = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")
         self._side = self._call(driver.cuStreamCreate(flags), "cuStreamCreate")  # releases gates on _stream
+        self._streams: list[Any] = []  # more streams (a neighbour workload beside the kernel)
         self._buffers: list[int] = []
         self._modules: list[LoadedModule] = []
         self._events: list[Any] = []
@@ -117,10 +118,17 @@ class Gpu:
             cu.cuMemFree(ptr)
         for module in self._modules:
             cu.cuModuleUnload(module.handle)
-        cu.cuStreamDestroy(self._stream)
-        cu.cuStreamDestroy(self._side)
+        for stream in (self._stream, self._side, *self._streams):
+            cu.cuStreamDestroy(stream)
         cu.cuDevicePrimaryCtxRelease(self._device)
-        self._events, self._buffers, self._modules = [], [], []
+        self._events, self._buffers, self._modules, self._streams = [], [], [], []
+
+    def stream(self) -> Any:
+        """One more stream on this context, for work that must run beside the kernel's (`stream=` of the calls)."""
+        flags = int(self._cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        stream = self._call(self._cu.cuStreamCreate(flags), "cuStreamCreate")
+        self._streams.append(stream)
+        return stream
 
     # -------------------------------------------------------------- modules
 
@@ -209,6 +217,7 @@ class Gpu:
         args: Sequence[bytes],
         shared_bytes: int = 0,
         cooperative: bool = False,
+        stream: Any = None,
     ) -> None:
         """Queue one launch; `args` are the parameters' bytes in order. Refusals raise at once, faults on sync."""
         cu = self._cu
@@ -216,7 +225,13 @@ class Gpu:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             self._refused(cu.cuFuncSetAttribute(function, attr, shared_bytes)[0], "set dynamic shared memory")
         holders, pointers = _pack(args)
-        dims = (*grid, *block, shared_bytes, self._stream, pointers.ctypes.data if args else None)
+        dims = (
+            *grid,
+            *block,
+            shared_bytes,
+            self._stream if stream is None else stream,
+            pointers.ctypes.data if args else None,
+        )
         if cooperative:
             status = cu.cuLaunchCooperativeKernel(function, *dims)[0]
         else:
@@ -229,11 +244,11 @@ class Gpu:
         released, so events time the kernels rather than Python submitting them."""
         return self.alloc(4)
 
-    def hold(self, gate: int) -> None:
-        cu = self._cu
-        self._check(cu.cuMemsetD32Async(gate, 0, 1, self._stream)[0], "cuMemsetD32Async")
+    def hold(self, gate: int, stream: Any = None) -> None:
+        cu, stream = self._cu, self._stream if stream is None else stream
+        self._check(cu.cuMemsetD32Async(gate, 0, 1, stream)[0], "cuMemsetD32Async")
         wait = int(cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
-        self._check(cu.cuStreamWaitValue32(self._stream, gate, 1, wait)[0], "cuStreamWaitValue32")
+        self._check(cu.cuStreamWaitValue32(stream, gate, 1, wait)[0], "cuStreamWaitValue32")
 
     def release(self, gate: int) -> None:
         cu = self._cu
@@ -245,19 +260,19 @@ class Gpu:
         self._events.append(event)
         return event
 
-    def record(self, event: Any) -> None:
-        self._check(self._cu.cuEventRecord(event, self._stream)[0], "cuEventRecord")
+    def record(self, event: Any, stream: Any = None) -> None:
+        self._check(self._cu.cuEventRecord(event, self._stream if stream is None else stream)[0], "cuEventRecord")
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         return float(self._call(self._cu.cuEventElapsedTime(start, end), "cuEventElapsedTime", during_kernel=True))
 
-    def synchronize(self, timeout: float = 60.0) -> None:
+    def synchronize(self, timeout: float = 60.0, stream: Any = None) -> None:
         """Wait for queued work, polling so that a kernel that never finishes is reported instead of hanging us."""
         cu = self._cu
         deadline = time.monotonic() + timeout
         pause = 1e-5
         while True:
-            (status,) = cu.cuStreamQuery(self._stream)
+            (status,) = cu.cuStreamQuery(self._stream if stream is None else stream)
             if status != cu.CUresult.CUDA_ERROR_NOT_READY:
                 self._check(status, "a kernel", during_kernel=True)
                 return
@@ -268,8 +283,16 @@ class Gpu:
 
     # -------------------------------------------------------------- checking
 
+    def devices(self) -> list[DeviceInfo]:
+        """Every GPU the driver sees, in ordinal order (what `--gpus` spreads work over)."""
+        count = self._call(self._cu.cuDeviceGetCount(), "cuDeviceGetCount")
+        return [self._describe_device(self._call(self._cu.cuDeviceGet(i), "cuDeviceGet")) for i in range(count)]
+
     def _info(self) -> DeviceInfo:
-        cu, dev = self._cu, self._device
+        return self._describe_device(self._device)
+
+    def _describe_device(self, dev: Any) -> DeviceInfo:
+        cu = self._cu
         attr = cu.CUdevice_attribute
 
         def get(a: Any) -> int:

@@ -10,7 +10,7 @@ from ptxtool.lint.registry import Hit, rule
 from ptxtool.syntax import ast
 
 
-def _debug(module: ast.Module) -> bool:
+def debug_build(module: ast.Module) -> bool:
     """`.target sm_XY, debug` (nvcc -G): every variable lives in local memory on purpose; not performance code."""
     return "debug" in module.targets
 
@@ -30,7 +30,7 @@ def local_memory(ctx: Context) -> Iterator[Hit]:
         .local .align 4 .b8 __local_depot0[64];    // PTX007
         st.local.u32 [%rd1], %r1;                  // PTX007 (first of N)
     """
-    if _debug(ctx.module):
+    if debug_build(ctx.module):
         return
     functions = ctx.ptxas_functions or {}
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
+from ptxtool.lint.rules.local_memory import debug_build
 from ptxtool.syntax import ast
 
 
@@ -24,13 +25,15 @@ def ptxas_warning(ctx: Context) -> Iterator[Hit]:
     the PTX line ptxas names, else at the declaration of the function it names (for a warning that names none, such
     as C7508 'setmaxnreg' ignored, the first kernel using the instruction it is about). Spills put registers in
     local memory; serialized wgmma loses the overlap of tensor-core work (ptxas says why: a register dependence, a
-    call, a missing `wgmma.fence`...). This rule runs a tool: it is skipped with a notice (not a failure) when
-    ptxas is missing, and with `--no-ptxas`. `ptxtool inspect` shows the resources behind these warnings.
+    call, a missing `wgmma.fence`...). Spills in a module built for debugging (`.target sm_XY, debug`, nvcc -G) are
+    not reported: unoptimized code keeps values in local memory on purpose (as PTX007 says). This rule runs a tool:
+    it is skipped with a notice (not a failure) when ptxas is missing, and with `--no-ptxas`. `ptxtool inspect`
+    shows the resources behind these warnings.
 
         ptxas warning : Registers are spilled to local memory in function 'k', 96 bytes spill stores
     """
     functions = {f.name: f.line for f in ctx.module.functions}
-    kinds = set(ctx.options["kinds"])
+    kinds = set(ctx.options["kinds"]) - ({"spill"} if debug_build(ctx.module) else set())
     for w in ctx.ptxas_warnings or ():
         if w.kind in kinds:
             line = w.line or functions.get(w.function, 0) or _declaration(ctx, w.kind)

@@ -39,6 +39,31 @@ def _first_use(function: ast.Function, bodies: dict[str, ast.Function], seen: se
     return None
 
 
+def _steady(ctx: Context, function: ast.Function) -> list[ast.Instruction]:
+    """The setmaxnreg that a path from entry meets first: the count each warpgroup keeps for its role. A later one on
+    the same path (a producer's brief `inc` once its loads are issued) waits for registers others have released, so
+    it never adds to what the roles hold at once."""
+    cfg = ctx.cfg(function)
+    first: list[ast.Instruction] = []
+    seen: set[int] = set()
+    todo = [0] if cfg.blocks else []
+    while todo:
+        block = cfg.blocks[todo.pop()]
+        if block.index in seen:
+            continue
+        seen.add(block.index)
+        ends_path = False
+        for op in cfg.ops(block):
+            if op.instruction.opcode == "setmaxnreg":
+                first.append(op.instruction)
+                if not op.guarded:  # a guarded one may be skipped: what follows it may come first too
+                    ends_path = True
+                    break
+        if not ends_path:
+            todo.extend(block.successors)
+    return first
+
+
 def entry_count_known(function: ast.Function) -> bool:
     """Whether ptxas can fix a kernel's register count at entry, which it needs to honour setmaxnreg: `.maxnreg`, or
     `.minnctapersm` with `.maxntid`/`.reqntid` (without them it ignores every setmaxnreg, warning C7508)."""
@@ -61,7 +86,9 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
       register count and ignores every setmaxnreg (warning "'setmaxnreg' ignored");
     - the counts exceed the register file a CTA may use (option `register-file`, 65536 per SM, divided by
       `.minnctapersm`): the estimate assumes the warp-specialized layout, one warpgroup running the smallest `.dec`
-      and all the others the largest `.inc` (all of them the largest `.inc` when there is no `.dec`).
+      and all the others the largest `.inc` (all of them the largest `.inc` when there is no `.dec`), counting only
+      the setmaxnreg each path from entry meets first (a role's steady state; a later `.inc` waits for registers
+      released by others).
 
         .maxntid 384, 1, 1
         .minnctapersm 1
@@ -96,8 +123,9 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
             continue
         groups = max(1, bounds.threads // WARPGROUP)
         per_cta = budget // max(1, (directives.get(".minnctapersm") or [1])[0])
-        inc = [(n, i) for i in uses if "inc" in i.modifiers and (n := _count(i)) is not None]
-        dec = [n for i in uses if "dec" in i.modifiers and (n := _count(i)) is not None]
+        steady = _steady(ctx, function)
+        inc = [(n, i) for i in steady if "inc" in i.modifiers and (n := _count(i)) is not None]
+        dec = [n for i in steady if "dec" in i.modifiers and (n := _count(i)) is not None]
         if not inc:
             continue
         most, where = max(inc, key=lambda pair: pair[0])
