@@ -54,6 +54,11 @@ def _iv(i, suffix: str = "") -> str:
     return f"{i.median:.3f}{suffix}" + (f" [{i.low:.3f}, {i.high:.3f}]" if i.low is not None else "")
 
 
+def _us(value: float | None) -> str:
+    """A median in microseconds, or a dash where nothing was timed (a kernel whose only candidate is the input)."""
+    return f"{value:9.2f}" if value is not None else f"{'-':>9}"
+
+
 def samples(dry_run: bool, launches: int) -> list[dict]:
     rows = []
     header = f"{'kernel':20} {'objective':9} {'n':>3} {'winner':28} {'input us':>9} {'winner us':>9}  "
@@ -72,8 +77,8 @@ def samples(dry_run: bool, launches: int) -> list[dict]:
             base = result.candidates[0]
             winner = next(c for c in result.candidates if c.name == result.winner)
             print(
-                f"{spec:20} {objective:9} {len(result.candidates):>3} {result.winner:28} {base.median_us:9.2f} "
-                f"{winner.median_us:9.2f}  {_iv(winner.ratio) if winner is not base else '1':26} "
+                f"{spec:20} {objective:9} {len(result.candidates):>3} {result.winner:28} {_us(base.median_us)} "
+                f"{_us(winner.median_us)}  {_iv(winner.ratio) if winner is not base else '1':26} "
                 f"{_iv(base.neighbour_slowdown, 'x')} -> {_iv(winner.neighbour_slowdown, 'x')}"
             )
     return rows
@@ -85,7 +90,7 @@ def grid_search(dry_run: bool, launches: int) -> dict:
     print(f"\nplain_copy beside a {result.space.neighbour_mib} MiB L2-resident sum, grid from {GRIDS}:")
     print(f"{'candidate':34} {'kernel us':>9}  {'kernel ratio':26} {'neighbour slowdown':26} {'neighbour ratio':26}")
     for c in result.candidates:
-        us = f"{c.median_us:9.2f}" if c.median_us is not None else "        -"
+        us = _us(c.median_us)
         kernel = "1" if c.name == "input" else _iv(c.kernel_ratio)
         ratio = "1" if c.name == "input" else _iv(c.ratio)
         print(f"{c.name:34} {us}  {kernel:26} {_iv(c.neighbour_slowdown, 'x'):26} {ratio:26}")
