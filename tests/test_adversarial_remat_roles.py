@@ -67,3 +67,22 @@ def test_a_shadowing_register_in_a_nested_block_is_not_the_outer_one(ptxas: str,
     loop = text[text.index("$LOOP:") :]
     assert re.search(r"mov\.u32 %remat_b32_\d+, 7;", loop)
     registers(ptxas, text, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("declaration", "use"),
+    [
+        ("\t.reg .f32 %wr_a<2>;", "\tmov.f32 %wr_a1, 0f3F800000;\n\tadd.f32 %f1, %f1, %wr_a1;"),  # a register
+        ("\t.shared .align 4 .b8 __wr_full[4];", ""),  # a shared variable (unused: still declared twice)
+    ],
+)
+def test_split_refuses_a_kernel_that_already_uses_its_names(declaration: str, use: str) -> None:
+    """The split declares `%wr_a<8>` (and `__wr_full`, `$__wr_*` labels): a kernel with its own `%wr_a1` came out
+    with `%wr_a<` declared twice and ptxas rejected it ("Duplicate definition of variable")."""
+    store = "\tst.global.f32 \t[%rd8], %f1;"
+    text = STAGED.replace("\t.reg .b64 \t%rd<10>;", "\t.reg .b64 \t%rd<10>;\n" + declaration)
+    text = text.replace(store, f"{use}\n{store}")
+    assert declaration in text and use in text
+    _, report = warp_roles(parse(text), RoleSettings())
+    assert not report.inserted
+    assert "a name the split declares" in report.skipped[0].reason
