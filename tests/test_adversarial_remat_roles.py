@@ -86,3 +86,13 @@ def test_split_refuses_a_kernel_that_already_uses_its_names(declaration: str, us
     _, report = warp_roles(parse(text), RoleSettings())
     assert not report.inserted
     assert "a name the split declares" in report.skipped[0].reason
+
+
+def test_a_value_passed_to_a_call_is_recomputed_there_too(ptxas: str, tmp_path: Path) -> None:
+    """`call g, (%rd4)` in the loop: the argument list is read like a brace list, so %rd4 is not live across it."""
+    callee = ".func g(.param .u64 a)\n{\n\tret;\n}\n"
+    text, done = remat_module(kernel(TABLE_NC, "\tcall g, (%rd4);\n", callee))
+    assert {r.register: r.uses for r in done["k"]}["%rd4"] == 2
+    loop = text[text.index("$LOOP:") :]
+    assert "%rd4" not in loop and re.search(r"call g, \(%remat_b64_\d+\);", loop)
+    registers(ptxas, text, tmp_path)

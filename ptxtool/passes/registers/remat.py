@@ -175,7 +175,7 @@ def rematerialize(
                 if isinstance(operand, ast.Address) and isinstance(operand.base, ast.Name):
                     if operand.base.text == c.register:
                         instr = _substitute(instr, position, name)
-                if isinstance(operand, ast.Vector) and ast.Name(c.register) in operand.items:  # `{%rd4, %rd7}`
+                if isinstance(operand, (ast.Vector, ast.ParenList)) and ast.Name(c.register) in operand.items:
                     items = tuple(ast.Name(name) if x == ast.Name(c.register) else x for x in operand.items)
                     instr = replace(
                         instr,
