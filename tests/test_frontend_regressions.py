@@ -285,11 +285,11 @@ def test_every_command_takes_an_invented_opcode(tmp_path: Path, command: tuple[s
 def test_commands_stay_up_when_ptxas_knows_an_instruction_the_tables_do_not(
     ptxas: str, tmp_path: Path, monkeypatch, command: tuple[str, ...]
 ) -> None:
-    from ptxtool import isa
+    from ptxtool.isa.opcodes import OPCODES
 
     assert ptxas_accepts(ptxas, KNOWN_TO_PTXAS, tmp_path)
-    monkeypatch.delitem(isa.OPCODES, "prmt")
-    monkeypatch.delitem(isa.OPCODES, "nanosleep")
+    monkeypatch.delitem(OPCODES, "prmt")
+    monkeypatch.delitem(OPCODES, "nanosleep")
     path = tmp_path / "newer.ptx"
     path.write_text(KNOWN_TO_PTXAS)
     result = cli(*command, str(path))
