@@ -28,8 +28,9 @@ from ptxtool.syntax import ast
 
 MAX_THREADS = 1024  # threads per block on every target
 REGISTERS_PER_CTA = 65536  # the register file one block may use (sm_50 and later)
-# special registers the split changes or cannot keep apart per role: the block's shape and the warp numbering
-SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid")
+# special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
+# the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
+SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
 
 
 @dataclass(frozen=True, slots=True)

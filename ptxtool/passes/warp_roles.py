@@ -37,6 +37,7 @@ from ptxtool.syntax import ast, parse
 NAME = "warp-roles"
 VARIANTS = ("split", "pipeline")
 RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
+OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
 
@@ -277,6 +278,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             found = Refusal(
                 item.name, item.line, f"producer warps must be {found.threads // 32} (one thread per consumer thread)"
             )
+        if isinstance(found, StagedLoop) and (taken := _taken_name(module, item)):
+            found = Refusal(item.name, item.line, f"the kernel already names {taken}, a name the split declares")
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
@@ -299,6 +302,22 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         )
         report.inserted.append(item.name)
     return replace(module, items=tuple(new_items)), report
+
+
+def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
+    """A name of the input that the split's own registers, labels or shared variables would declare again."""
+    items = [d for d in module.items if isinstance(d, ast.Declaration)]
+    for node in (*ast.walk(function), *(n for d in items for n in ast.walk(d))):
+        name = (
+            node.text
+            if isinstance(node, ast.Name)
+            else node.name
+            if isinstance(node, (ast.Declarator, ast.Label, ast.Param))
+            else None
+        )
+        if name is not None and name.startswith(OWN_PREFIXES):
+            return name
+    return None
 
 
 def _threads(function: ast.Function) -> int:

@@ -175,6 +175,16 @@ def rematerialize(
                 if isinstance(operand, ast.Address) and isinstance(operand.base, ast.Name):
                     if operand.base.text == c.register:
                         instr = _substitute(instr, position, name)
+                if isinstance(operand, (ast.Vector, ast.ParenList)) and ast.Name(c.register) in operand.items:
+                    items = tuple(ast.Name(name) if x == ast.Name(c.register) else x for x in operand.items)
+                    instr = replace(
+                        instr,
+                        operands=(
+                            *instr.operands[:position],
+                            replace(operand, items=items),
+                            *instr.operands[position + 1 :],
+                        ),
+                    )
         edits[id(ops[u].instruction)] = (emitter.out, instr)
     body = _rewrite(function.body, edits)
     declarations = fresh.declarations()
