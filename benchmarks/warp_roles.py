@@ -236,7 +236,7 @@ def timed(gpu, functions: dict, case: Case, reps: int = TIMED) -> dict[str, floa
     return {v: statistics.median(s) for v, s in samples.items()}
 
 
-def measure(folder: Path, out: Path | None) -> bool:
+def measure(folder: Path, out: Path | None, only: frozenset[str] = frozenset()) -> bool:
     from ptxtool.toolchain.gpu import Gpu, KernelFault
 
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -244,6 +244,8 @@ def measure(folder: Path, out: Path | None) -> bool:
     with Gpu() as gpu:
         print(f"{gpu.info.name}, {gpu.info.sm_count} SMs, driver CUDA {gpu.info.driver}")
         for name, entry in manifest.items():
+            if only and name not in only:
+                continue
             for split, info in entry["splits"].items():
                 if "refused" in info:
                     print(f"  {name} {split}: refused: {info['refused']}")
@@ -279,11 +281,12 @@ def main() -> None:
     parser.add_argument("step", choices=("prepare", "measure"))
     parser.add_argument("folder", type=Path)
     parser.add_argument("--json", type=Path, help="measure: also write the rows here")
+    parser.add_argument("--only", default="", help="measure: these kernels only (comma-separated names)")
     args = parser.parse_args()
     if args.step == "prepare":
         prepare(args.folder)
     else:
-        sys.exit(0 if measure(args.folder, args.json) else 1)
+        sys.exit(0 if measure(args.folder, args.json, frozenset(filter(None, args.only.split(",")))) else 1)
 
 
 if __name__ == "__main__":
