@@ -7,46 +7,12 @@ The API lives in `instructions.py`, the tables beside it.
 # declares options with) cost no start-up time: `ptxtool --help` never builds the opcode tables.
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
-
-__all__ = [
-    "CONSTRUCTS",
-    "caching",
-    "DIRECTIVES",
-    "MODIFIERS",
-    "Access",
-    "Effect",
-    "Feature",
-    "InstructionInfo",
-    "Mode",
-    "Need",
-    "REMOVED",
-    "Requirement",
-    "Role",
-    "Target",
-    "TYPES",
-    "WORST_CASE",
-    "Version",
-    "effects",
-    "family",
-    "find",
-    "lookup",
-    "memory_accesses",
-    "operand_names",
-    "operand_roles",
-    "requirements",
-    "satisfied",
-    "state_spaces",
-    "unknown_modifiers",
-    "unmet_added",
-    "version",
-    "version_text",
-]
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from ptxtool.isa import instructions
-
+    instructions = import_module("ptxtool.isa.instructions")  # not `from ptxtool.isa import`: that asks us again
+    if name in instructions.__all__:
         return getattr(instructions, name)
     raise AttributeError(f"module 'ptxtool.isa' has no attribute {name!r}")
