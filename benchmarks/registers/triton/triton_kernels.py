@@ -66,94 +66,18 @@ def softmax_wide(OUT, X, stride, N, BLOCK: tl.constexpr):
     tl.store(OUT + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
 
 
-def P(**kw):
-    return kw
-
-
+ATTN = dict.fromkeys(("Q", "K", "V", "DO"), "*fp16") | {"LSE": "*fp32", "DELTA": "*fp32", "DK": "*fp16", "DV": "*fp16"}
+ATTN |= {"seqlen": "i32", "scale": "fp32", "HEAD": "constexpr", "BM": "constexpr", "BN": "constexpr"}
+LAYERNORM = dict.fromkeys(("DX", "DY", "X", "W", "MEAN", "RSTD"), "*fp32") | {"stride": "i32", "N": "i32"}
+LAYERNORM |= {"BLOCK": "constexpr"}
+SOFTMAX = {"OUT": "*fp32", "X": "*fp32", "stride": "i32", "N": "i32", "BLOCK": "constexpr"}
+TILES = {"HEAD": 128, "BM": 64, "BN": 128}
 jobs = [
-    (
-        "attn_bwd_dkdv",
-        attn_bwd_dkdv,
-        P(
-            Q="*fp16",
-            K="*fp16",
-            V="*fp16",
-            DO="*fp16",
-            LSE="*fp32",
-            DELTA="*fp32",
-            DK="*fp16",
-            DV="*fp16",
-            seqlen="i32",
-            scale="fp32",
-            HEAD="constexpr",
-            BM="constexpr",
-            BN="constexpr",
-        ),
-        {"HEAD": 128, "BM": 64, "BN": 128},
-        {"num_warps": 4, "num_stages": 2},
-    ),
-    (
-        "attn_bwd_dkdv_w8",
-        attn_bwd_dkdv,
-        P(
-            Q="*fp16",
-            K="*fp16",
-            V="*fp16",
-            DO="*fp16",
-            LSE="*fp32",
-            DELTA="*fp32",
-            DK="*fp16",
-            DV="*fp16",
-            seqlen="i32",
-            scale="fp32",
-            HEAD="constexpr",
-            BM="constexpr",
-            BN="constexpr",
-        ),
-        {"HEAD": 128, "BM": 64, "BN": 128},
-        {"num_warps": 8, "num_stages": 2},
-    ),
-    (
-        "layernorm_bwd_dx",
-        layernorm_bwd_dx,
-        P(
-            DX="*fp32",
-            DY="*fp32",
-            X="*fp32",
-            W="*fp32",
-            MEAN="*fp32",
-            RSTD="*fp32",
-            stride="i32",
-            N="i32",
-            BLOCK="constexpr",
-        ),
-        {"BLOCK": 16384},
-        {"num_warps": 4},
-    ),
-    (
-        "layernorm_bwd_dx_w8",
-        layernorm_bwd_dx,
-        P(
-            DX="*fp32",
-            DY="*fp32",
-            X="*fp32",
-            W="*fp32",
-            MEAN="*fp32",
-            RSTD="*fp32",
-            stride="i32",
-            N="i32",
-            BLOCK="constexpr",
-        ),
-        {"BLOCK": 16384},
-        {"num_warps": 8},
-    ),
-    (
-        "softmax_wide",
-        softmax_wide,
-        P(OUT="*fp32", X="*fp32", stride="i32", N="i32", BLOCK="constexpr"),
-        {"BLOCK": 16384},
-        {"num_warps": 4},
-    ),
+    ("attn_bwd_dkdv", attn_bwd_dkdv, ATTN, TILES, {"num_warps": 4, "num_stages": 2}),
+    ("attn_bwd_dkdv_w8", attn_bwd_dkdv, ATTN, TILES, {"num_warps": 8, "num_stages": 2}),
+    ("layernorm_bwd_dx", layernorm_bwd_dx, LAYERNORM, {"BLOCK": 16384}, {"num_warps": 4}),
+    ("layernorm_bwd_dx_w8", layernorm_bwd_dx, LAYERNORM, {"BLOCK": 16384}, {"num_warps": 8}),
+    ("softmax_wide", softmax_wide, SOFTMAX, {"BLOCK": 16384}, {"num_warps": 4}),
 ]
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
