@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from parse_throughput import find_ptxas  # noqa: E402
 
 SIZES = (100, 400, 1600)
 INPUTS = 4  # read-only pointer parameters the unrolled kernel's loads take turns on
@@ -111,16 +115,6 @@ def ptxas_seconds(ptxas: str, path: Path) -> float:
     start = time.perf_counter()
     subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", str(path.with_suffix(".cubin"))], check=True)
     return time.perf_counter() - start
-
-
-def find_ptxas() -> str:
-    """The wheel's ptxas, never a system one from PATH."""
-    from cuda.pathfinder import find_nvidia_binary_utility
-
-    path = find_nvidia_binary_utility("ptxas")
-    if not path:
-        raise SystemExit("no ptxas: install the nvidia-cuda-nvcc wheel")
-    return str(path)
 
 
 def main() -> None:

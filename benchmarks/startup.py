@@ -20,23 +20,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from parse_throughput import find_ptxas  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = (
     ".version 8.0\n.target sm_80\n.address_size 64\n\n.visible .entry k(\n\t.param .u64 p\n)\n{\n\t.reg .b64 %rd<2>;\n"
     "\n\tld.param.u64 %rd1, [p];\n\tst.global.u32 [%rd1], 0;\n\tret;\n}\n"
 )
-
-
-def find_ptxas() -> str:
-    """The wheel's ptxas ($PTXAS overrides), never a system one from PATH."""
-    if os.environ.get("PTXAS"):
-        return os.environ["PTXAS"]
-    from cuda.pathfinder import find_nvidia_binary_utility
-
-    path = find_nvidia_binary_utility("ptxas")
-    if not path:
-        raise SystemExit("no ptxas: install the nvidia-cuda-nvcc wheel or set PTXAS")
-    return str(path)
 
 
 def wall(command: list[str]) -> float:
