@@ -646,8 +646,9 @@ def _without_line_info(module: ast.Module) -> ast.Module:
     return replace(module, items=items)
 
 
-def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
-    """Per function, its SASS with each instruction's input line (0: an instruction a pass inserted, -1: none)."""
+def reprinted(module: ast.Module) -> tuple[str, dict[int, int]]:
+    """The module printed without line info (for `-lineinfo` to point at), and each printed instruction's line in
+    `module` (0 for an instruction a pass inserted)."""
     text = format_module(_without_line_info(module))
     printed = parse(text)
     line_of: dict[int, int] = {}
@@ -655,6 +656,12 @@ def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
         if mine.body is not None and theirs.body is not None:
             for a, b in zip(ast.instructions(mine.body), ast.instructions(theirs.body), strict=True):
                 line_of[b.line] = a.line
+    return text, line_of
+
+
+def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
+    """Per function, its SASS with each instruction's input line (0: an instruction a pass inserted, -1: none)."""
+    text, line_of = reprinted(module)
     cubin = compile_ptx(text, path, arch, lineinfo=True).cubin
     return {
         name: SassCode.of([replace(e, ptx_line=line_of.get(e.ptx_line, -1)) for e in lines])

@@ -32,13 +32,6 @@ def local_bytes(opcode: str) -> int:
     return next((_WIDTHS[m] for m in opcode.split(".")[1:] if m in _WIDTHS), 4)
 
 
-def _without_line_info(module: ast.Module) -> ast.Module:
-    """The module without `.loc`/`.file`, so that `-lineinfo` ties SASS to the printed PTX's own lines."""
-    from ptxtool.services.optimize import _without_line_info as strip
-
-    return strip(module)
-
-
 def measure(
     module: ast.Module,
     *,
@@ -52,14 +45,9 @@ def measure(
     else the kernel's own bounds, else 256 threads)
     and its SASS local-memory instructions with the module's own PTX lines (0: a statement a pass inserted)."""
     from ptxtool.services.inspect import block_size
+    from ptxtool.services.optimize import reprinted
 
-    text = format_module(_without_line_info(module))
-    printed = parse(text)
-    line_of: dict[int, int] = {}
-    for mine, theirs in zip(module.functions, printed.functions, strict=True):
-        if mine.body is not None and theirs.body is not None:
-            for a, b in zip(ast.instructions(mine.body), ast.instructions(theirs.body), strict=True):
-                line_of[b.line] = a.line
+    text, line_of = reprinted(module)
     compiled = compile_ptx(text, path, arch, lineinfo=True)
     code = listing(compiled.cubin, with_ptx_lines=True)
     out: dict[str, Numbers] = {}
