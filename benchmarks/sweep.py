@@ -348,7 +348,8 @@ def main() -> None:
     parser.add_argument("roots", nargs="*", default=list(ROOTS), help="files or directories (default: the tree)")
     parser.add_argument("--only", action="append", default=[], help="only this command (repeatable)")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="files swept at once")
-    parser.add_argument("--json", help="write every record here")
+    parser.add_argument("--json", help="write every record here (JSON lines, as each file is done)")
+    parser.add_argument("--resume", action="store_true", help="skip the files --json already holds")
     parser.add_argument("--environment", action="store_true", help="also the no-home / cut-PATH subset")
     args = parser.parse_args()
     ptxas = ptxas_path()
@@ -356,6 +357,13 @@ def main() -> None:
     paths = files(args.roots)
     only = tuple(args.only)
     records: list[dict] = []
+    log = Path(args.json) if args.json else None
+    if log and args.resume and log.exists():
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        done_files = {r["file"] for r in records}
+        paths = [p for p in paths if shown(p) not in done_files]
+    elif log:
+        log.write_text("")
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs, multiprocessing.get_context("spawn"), max_tasks_per_child=1) as pool:
         futures = {pool.submit(_worker, str(p), only, ptxas): p for p in paths}
@@ -365,6 +373,9 @@ def main() -> None:
             except Exception as error:  # noqa: BLE001 - a worker killed by the file (a crash, out of memory)
                 done = [asdict(Record("(worker)", shown(path), None, 0.0, "BUG", repr(error)))]
             records += done
+            if log:
+                with log.open("a") as stream:
+                    stream.writelines(json.dumps(r) + "\n" for r in done)
             print(f"[{n}/{len(paths)}] {shown(path)}: {Counter(r['outcome'] for r in done)}", file=sys.stderr)
     if not only or "doctor" in only:
         from click.testing import CliRunner
@@ -374,13 +385,15 @@ def main() -> None:
         code, _, stderr, trace, seconds = _invoke(CliRunner(), cli, ["--debug", "doctor"])
         records.append(asdict(Record("doctor", "-", code, round(seconds, 2), *_judge(code, stderr, trace, seconds))))
     if args.environment:
-        records += environment_runs(paths)
+        extra = environment_runs(files(args.roots))
+        records += extra
+        if log:
+            with log.open("a") as stream:
+                stream.writelines(json.dumps(r) + "\n" for r in extra)
     print(f"{len(paths)} files, {len(records)} runs, {time.perf_counter() - started:.0f} s\n")
     print(table(records))
     for line in problems(records):
         print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1))
 
 
 if __name__ == "__main__":
