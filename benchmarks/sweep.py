@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ROOTS = ("samples", "tests/corpus", "tests/data", "benchmarks", "../shared/corpus")
+ROOTS = ("samples", "tests/corpus", "tests/data", "benchmarks", "shared/corpus")  # shared/: beside the checkout
 SLOW_S = 30.0
 LIMIT_S = 120.0
 
@@ -95,7 +95,7 @@ def files(roots: list[str]) -> list[Path]:
     """Every .ptx and .cu under the roots (a root may be a file), sorted, each once."""
     found: dict[Path, None] = {}
     for root in roots:
-        path = (ROOT / root).resolve()
+        path = _shared(root) if root.startswith("shared/") else (ROOT / root).resolve()
         if path.is_file():
             found[path] = None
         elif path.is_dir():
@@ -103,6 +103,13 @@ def files(roots: list[str]) -> list[Path]:
                 if p.suffix in (".ptx", ".cu") and p.is_file() and ".venv" not in p.parts:
                     found[p.resolve()] = None
     return list(found)
+
+
+def _shared(root: str) -> Path:
+    """`shared/...` in the checkout, or beside the main worktree (a `git worktree` checkout lies elsewhere)."""
+    common = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=ROOT, capture_output=True, text=True)
+    bases = [ROOT, ROOT.parent] + ([(ROOT / common.stdout.strip()).resolve().parent.parent] * bool(common.stdout))
+    return next((b / root for b in bases if (b / root).exists()), ROOT / root)
 
 
 def shown(path: Path) -> str:

@@ -29,6 +29,7 @@ _UNRESOLVED = "Unresolved extern function"
 _UNKNOWN_TARGET = "is not defined for option 'gpu-name'"  # a target ptxas does not know (sm_99) or dropped (sm_52)
 _NEWER_TARGET = "SM version specified by .target is higher than default SM version assumed"
 _DEFAULT_ARCH_NOTE = "nvcc compiled for its default target (no --arch): a source for a newer GPU needs --arch sm_XY"
+_SEPARATE_COMPILATION = "requires separate compilation mode"  # nvcc: a kernel launches a kernel (needs -rdc=true)
 _TARGET_LINE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
 
@@ -281,6 +282,8 @@ def cuda_to_ptx(path: str, arch: str | None, lineinfo: bool = False) -> str:
         options = [*_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), *(["-lineinfo"] * lineinfo)]
         args = ["-ptx", *options, path, "-o", str(out)]
         done = run_tool(nvcc, args)
+        if done.returncode != 0 and _SEPARATE_COMPILATION in done.stdout + done.stderr:
+            done = run_tool(nvcc, ["-rdc=true", *args])  # dynamic parallelism: the PTX calls the device runtime
         if done.returncode == 0:
             return out.read_text()
     log = done.stdout + done.stderr
