@@ -5,6 +5,7 @@ command over every file of the tree, a user without a home, PATH cut) is `python
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ KNOWN = {("inspect", "samples/glued_attributes.ptx"): "report/tables.py: a modul
 def _sweep():
     spec = importlib.util.spec_from_file_location("sweep", ROOT / "benchmarks" / "sweep.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["sweep"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
