@@ -5,6 +5,7 @@ driver. The GPU half is tests/test_worker.py."""
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import random
 import re
@@ -375,9 +376,15 @@ def test_warp_role_refusals_are_notes_naming_every_setting(ptxas: str) -> None:
     assert [x.name for x in make_candidates(c, "t")] == ["input"]
     refusals = [n.removeprefix("warp-roles ").split(": no candidate: ") for n in c.notes]
     assert refusals and all(len(r) == 2 and r[1] for r in refusals), c.notes
-    named = sorted(label for r in refusals for label in r[0].split(", "))
+    named = sorted(
+        (v, p, int(s))
+        for r in refusals
+        for label in r[0].split(", ")  # `split P=default/1 S=2/3/4`: every combination of those values
+        for words in [re.fullmatch(r"(\S+) P=(\S+) S=(\S+)", label).groups()]
+        for v, p, s in itertools.product(*(w.split("/") for w in words))
+    )
     settings = c.space.warp_roles.settings()
-    assert named == sorted(f"{v} P={'default' if p is None else p} S={s}" for v, p, s in settings)
+    assert named == sorted((v, "default" if p is None else str(p), s) for v, p, s in settings)
 
 
 def test_a_split_for_another_block_than_the_spec_launches_is_no_candidate(ptxas: str, tmp_path: Path) -> None:

@@ -83,14 +83,15 @@ def candidates(context: Context) -> Iterator[Candidate]:
         return
     compiled = compile_ptx(context.source.text, context.source.display, context.arch).functions
     registers = {name: f.registers for name, f in compiled.items() if f.registers}  # as optimize hands them down
-    refused: dict[str, list[str]] = {}
+    refused: dict[str, list[tuple[str, str, str]]] = {}
     seen: dict[str, str] = {}
     for variant, producers, stages in settings:
-        label = f"{variant} P={DEFAULT_PRODUCERS if producers is None else producers} S={stages}"
+        shown = (variant, str(DEFAULT_PRODUCERS if producers is None else producers), str(stages))
+        label = _label([shown])
         split = split_kernel(context, RoleSettings(variant=variant, producer_warps=producers, stages=stages), registers)
         block = launch_block(original, split, spec.block) if isinstance(split, ast.Function) else split
         if isinstance(block, str):
-            refused.setdefault(block, []).append(label)
+            refused.setdefault(block, []).append(shown)
             continue
         items = tuple(split if item is original else item for item in context.module.items)
         text = format_module(replace(context.module, items=items))
@@ -112,5 +113,15 @@ def candidates(context: Context) -> Iterator[Candidate]:
             ),
             judged=True,
         )
-    for why, labels in refused.items():
-        context.notes.append(f"warp-roles {', '.join(labels)}: no candidate: {why}")
+    for why, shown in refused.items():
+        context.notes.append(f"warp-roles {_label(shown)}: no candidate: {why}")
+
+
+def _label(settings: list[tuple[str, str, str]]) -> str:
+    """Settings as few words: `split P=default/1 S=2/3/4` where they are every combination of their values, else
+    each one, comma-separated."""
+    columns = [list(dict.fromkeys(column)) for column in zip(*settings, strict=True)]
+    if len(settings) == len(columns[0]) * len(columns[1]) * len(columns[2]):
+        variants, producers, stages = ("/".join(c) for c in columns)
+        return f"{variants} P={producers} S={stages}"
+    return ", ".join(f"{v} P={p} S={s}" for v, p, s in settings)
