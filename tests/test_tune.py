@@ -96,7 +96,10 @@ def test_layers_override_in_order() -> None:
         ({"args": {"n": []}}, "tune setting `args.n`"),
         ({"generators": ["nope"]}, "unknown generator 'nope'"),
         ({"grid": {"from": 1, "to": 100000, "step": 1}}, "more than 4096 values"),
-        ({"registers": ["caps"]}, "tune setting `registers`: unknown kind 'caps' (known: maxnreg, minnctapersm"),
+        (
+            {"registers": ["caps"]},
+            "tune setting `registers`: unknown kind 'caps' (known: maxntid, minnctapersm, maxnreg",
+        ),
         ({"registers": "all"}, "tune setting `registers`: a list of strings"),
         ({"warp_roles": 3}, "tune setting `warp_roles`: true, false or a table"),
         ({"warp_roles": {"variant": ["fast"]}}, "tune setting `warp_roles.variant`: unknown variant 'fast'"),

@@ -11,21 +11,18 @@ function, ptxas numbers, verdict) without choosing would replace the hook.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import fields
 
 from ptxtool.passes.registers import bounds
 from ptxtool.services.tuning.space import Candidate, Context
 from ptxtool.syntax import ast
 
-# Bounds fields -> the kind a space names them by (REGISTER_KINDS, less "remat", which is a change of the body)
-_FIELDS = (("maxnreg", "maxnreg"), ("minnctapersm", "minnctapersm"), ("maxntid", "maxntid"))
-
 
 def kinds(before: ast.Function, after: ast.Function) -> tuple[str, ...]:
-    """What a variant changes, read from the kernels themselves: bounds fields, the smem-spilling pragma, and
-    `remat` when the body differs once the input's bounds are put back."""
+    """What a variant changes, read from the kernels themselves (REGISTER_KINDS): each bounds field that differs,
+    and `remat` when the body differs once the input's bounds are put back."""
     old, new = bounds.read(before), bounds.read(after)
-    found = [kind for kind, name in _FIELDS if getattr(old, name) != getattr(new, name)]
-    found += ["smem-spilling"] * (old.smem_spilling != new.smem_spilling)
+    found = [f.name.replace("_", "-") for f in fields(bounds.Bounds) if getattr(old, f.name) != getattr(new, f.name)]
     found += ["remat"] * (bounds.apply(after, old).body != before.body)
     return tuple(found)
 

@@ -13,14 +13,16 @@ import hashlib
 import itertools
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ptxtool.analysis.launch_bounds import REQNTID
 from ptxtool.errors import InputError
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
+from ptxtool.passes.registers.bounds import Bounds
 from ptxtool.passes.warp_roles import VARIANTS as ROLE_VARIANTS
 from ptxtool.services.launch import DTYPES, FLOAT_TYPES, LaunchSpec, Scalar
 from ptxtool.sources import Source
@@ -41,8 +43,12 @@ CACHE_VARIANTS: dict[str, dict[str, Any]] = {
     "evict-first": {"l2_evict_first": True},
     "na-stores": {"store_hint": "L1::no_allocate"},
 }
-# what a register-pass variant may change (tuning/registers.py tells them apart by the kernel it makes)
-REGISTER_KINDS = ("maxnreg", "minnctapersm", "maxntid", "smem-spilling", "remat")
+# what a register-pass variant may change: a field of the bounds it sets (never the exact block), or the body
+# ("remat"); tuning/registers.py tells them apart by the kernel it makes
+REGISTER_KINDS = (
+    *(f.name.replace("_", "-") for f in fields(Bounds) if f.name != REQNTID.lstrip(".")),
+    "remat",
+)
 DEFAULT_PRODUCERS = "default"  # producer_warps: the pass's own choice (RoleSettings.producer_warps = None)
 
 
