@@ -52,20 +52,34 @@ _ITEM_SPLIT = re.compile(f"({SECTION_ITEM.pattern})")  # split: blanks, item, bl
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
 
 
-def section_span(text: str, at: int) -> tuple[int, list[str]] | None:
+# The layout compilers write (one item a line, no blanks but the one after the word, `\n` line ends), checked by a
+# pattern of character runs that is several times quicker than SECTION_ITEM's general one; `[0-9,]++` takes the
+# common all-integer line (its commas are checked apart, over the whole body).
+_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
+_PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
+_PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
+_PLAIN_BODY = re.compile(rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+")
+_INDENT = re.compile(r"^[ \t]++", re.M)
+
+
+def section_span(text: str, at: int) -> tuple[int, str] | None:
     """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
-    where it ends (after its `}`) and its items, found in one scan; None for any other body."""
+    where it ends (after its `}`) and its items, one a line, found in one scan; None for any other body."""
     brace = _OPEN_BRACE.match(text, at)
     if brace is None:
         return None
     close = text.find("}", brace.end())
     if close < 0 or text.find("/", brace.end(), close) >= 0:  # no end, or a comment: the ordinary path
         return None
-    parts = _ITEM_SPLIT.split(text[brace.end() : close])
+    body = text[brace.end() : close]
+    if _PLAIN_BODY.fullmatch(body) and ",," not in body and " ," not in body and ",\n" not in body:
+        items = body.strip(" \t\n")
+        return close + 1, _INDENT.sub("", items) if "\n " in items or "\n\t" in items else items
+    parts = _ITEM_SPLIT.split(body)
     blanks = parts[0::2]
     if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
         return None  # something that is no data line, or two items glued together
-    return close + 1, parts[1::2]
+    return close + 1, "\n".join(parts[1::2])
 
 
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
@@ -118,7 +132,7 @@ class LexSession:
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
     text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    section_items: dict[int, list[str]] = field(default_factory=dict)  # SECTION_BODY start -> its items
+    section_items: dict[int, str] = field(default_factory=dict)  # SECTION_BODY start -> its items, one a line
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 
@@ -149,14 +163,24 @@ class PtxLexer:
         # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
         # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
         self.commented_brace = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{")
-        alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
-        alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
-        alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
+        alternatives = {name: f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns}
+        alternatives["OPEN_COMMENT"] = r"(?P<OPEN_COMMENT>/\*)"  # a block comment that never ends
+        alternatives["OPEN_STRING"] = (
+            r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)'  # a string that never ends: to its line's end
+        )
         punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
-        alternatives.append(f"(?P<PUNCT>{punct})")
+        alternatives["PUNCT"] = f"(?P<PUNCT>{punct})"
         # a number glued to letters (`12ab`) is one bad token, so that no scan over its digits is repeated per digit
-        alternatives.append(r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])")
-        self.master = re.compile("|".join(alternatives), re.S)
+        alternatives["BAD"] = r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])"
+        # Alternatives are tried in order, so the most frequent go first where no earlier one can match the same
+        # text: nothing else starts like a WORD (a letter, `_`, `$`, `%` and a name character) but `%` in PUNCT and
+        # the catch-all, which stay after it; comments precede PUNCT for `/`; no PUNCT character starts a number,
+        # a directive or a string. The blanks before a token are part of its match (each blank tried as the start of
+        # every alternative would cost more than the token), and `\Z` ends the text after the last blanks.
+        first = ("WORD", "COMMENT", "OPEN_COMMENT", "PUNCT")
+        order = [*first, *(name for name in alternatives if name not in first)]
+        body = "|".join(alternatives[name] for name in order)
+        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
@@ -178,15 +202,17 @@ class PtxLexer:
         while position is not None:
             matches, position = self.master.finditer(text, position), None
             for m in matches:
-                start = m.start()
+                kind = m.lastgroup
+                if kind is None:  # the end of the text, after blanks
+                    break
+                value = m[kind]
+                start = m.end() - len(value)
                 if last_end != start:
                     newlines = count("\n", last_end, start)
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", last_end, start) + 1
-                kind = m.lastgroup
-                value = m.group()
-                last_end = m.end()
+                last_end = start + len(value)
                 if kind == "WORD" or kind == "DOTWORD":
                     kind = keywords.get(value, kind)
                 elif kind == "PUNCT":

@@ -263,7 +263,7 @@ class _Build:
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
             found = self.session.section_items.pop(token.start_pos, None)
-            canonical = "\n".join(SECTION_ITEM.findall(source) if found is None else found)
+            canonical = "\n".join(SECTION_ITEM.findall(source)) if found is None else found
             if "," in canonical:
                 if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
                     canonical = _COMMA.sub(",", canonical)

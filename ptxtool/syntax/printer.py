@@ -10,7 +10,6 @@ with the block comments just before it); earlier trailing ones, which cannot sha
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from operator import attrgetter
 
@@ -287,7 +286,8 @@ class _Writer:
 
     def data(self, d: ast.Data, outer: str, inner: str) -> None:
         """A Data's canonical lines in one piece: data lines one level in, labels one out, as statements print."""
-        text = _DATA_LINE.sub(inner, d.text)
+        text = d.text  # data lines start with `.`, labels with a name: data lines go one level in
+        text = (inner + text if text.startswith(".") else text).replace("\n.", "\n" + inner + ".")
         if outer:
             text = outer + text.replace("\n", "\n" + outer)
         if d.leading:
@@ -331,9 +331,6 @@ class _Writer:
         self.lines.append(".section " + s.name)
         self.comments(s.trailing, "")
         self.block(s.body, 0)
-
-
-_DATA_LINE = re.compile(r"^(?=\.)", re.M)  # a data line in a Data's text (a label starts with a name)
 
 
 class _Trailing:
