@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import FrozenInstanceError, dataclass, field, fields
 
 # ---------------------------------------------------------------- operands
 
@@ -184,6 +184,54 @@ class InitList:
     """A brace initializer, possibly nested: `{1, 2, {3, 4}}`."""
 
     items: tuple[Initializer, ...]
+
+
+_INIT_ITEMS = InitList.__dict__["items"]  # the slot holding an InitList's items (a Literals' once decoded)
+
+
+class Literals(InitList):
+    """A brace list of literals only, `{1, 2, -3, 0f3F800000}`, held as one string without blanks
+    (`1,2,-3,0f3F800000`), not a node per element: a table of a million bytes parses and prints without a million
+    nodes. It is an InitList: `items` decodes the Immediates on first use, and it equals (and hashes as) the
+    InitList of the same items; `dataclasses.replace` with new items gives that InitList."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str = "", items: tuple[Initializer, ...] | None = None) -> InitList:
+        return InitList(items) if items is not None else object.__new__(cls)
+
+    def __init__(self, text: str = "", items: None = None) -> None:
+        object.__setattr__(self, "text", text)
+
+    @property
+    def items(self) -> tuple[Immediate, ...]:  # type: ignore[override]
+        try:
+            return _INIT_ITEMS.__get__(self)
+        except AttributeError:
+            texts = self.text.split(",")
+            nodes = {text: Immediate(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
+            items = tuple(map(nodes.__getitem__, texts))
+            _INIT_ITEMS.__set__(self, items)
+            return items
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Literals:
+            return self.text == other.text
+        return self.items == other.items if isinstance(other, InitList) else NotImplemented
+
+    __hash__ = InitList.__hash__
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __repr__(self) -> str:
+        return f"Literals({self.text!r})"
+
+    def __reduce__(self) -> tuple:
+        return Literals, (self.text,)
 
 
 Initializer = Operand | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
@@ -467,6 +515,7 @@ NODE_TYPES: tuple[type, ...] = (
     Mask,
     FieldInit,
     InitList,
+    Literals,
     Attribute,
     Declarator,
     Param,

@@ -82,6 +82,34 @@ def section_span(text: str, at: int) -> tuple[int, str] | None:
     return close + 1, "\n".join(parts[1::2])
 
 
+_BLANK_BYTES = b" \t\f\r\n"
+_DIGIT_RUNS = bytes.maketrans(bytes(range(256)), bytes(57 if 48 <= b <= 57 else 44 for b in range(256)))  # 0-9: 9
+
+
+def decimal_list(text: str, at: int) -> tuple[int, str] | None:
+    """A brace list of decimal integers at `at` (blanks, then `{`), the usual data table: where it ends (after its
+    `}`) and its values without blanks (`1,2,3`), checked with bytes operations (C loops, no regex steps); None for
+    anything else."""
+    brace = _OPEN_BRACE.match(text, at)
+    if brace is None:
+        return None
+    close = text.find("}", brace.end())
+    if close < 0:
+        return None
+    inner = text[brace.end() : close]
+    if not inner.isascii():
+        return None
+    raw = inner.encode("ascii")
+    packed = raw.translate(None, _BLANK_BYTES)
+    if not packed or packed.translate(None, b"0123456789,") or packed[0] == 44 or packed[-1] == 44 or b",," in packed:
+        return None
+    # as many runs of digits as values: no two numbers with only blanks between them (`1 2`, glued by dropping blanks)
+    runs = raw.translate(_DIGIT_RUNS)
+    if runs.count(b",9") + (runs[0] == 57) != packed.count(b",") + 1:
+        return None
+    return close + 1, packed.decode("ascii")
+
+
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 
 
@@ -132,7 +160,9 @@ class LexSession:
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
     text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    section_items: dict[int, str] = field(default_factory=dict)  # SECTION_BODY start -> its items, one a line
+    # what the lexer worked out for a SECTION_BODY (its items, one a line) or DATA_LIST (its values, no blanks), by
+    # the token's start
+    payloads: dict[int, str] = field(default_factory=dict)
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 
@@ -154,11 +184,16 @@ class PtxLexer:
                 patterns.append((-term.priority, order, term.name, term.pattern))
         patterns.sort()
         by_name = {name: regexp for _, _, name, regexp in patterns}
-        literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"
-        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass)
-        full = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
-        decimal = re.compile(r"\s*+\{\s*+(?:[0-9]++\s*+,\s*+)*+[0-9]++\s*+\}")  # the usual table: quicker to check
-        self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
+        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass); the
+        # usual table of decimal integers is checked by bytes operations, quicker still (decimal_list)
+        literal, blanks = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})", r"[ \t\f\r\n]*+"
+        full = re.compile(rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}").match
+
+        def data_list(text: str, at: int) -> tuple[int, str | None] | None:
+            found = decimal_list(text, at)
+            return found if found is not None else (m.end(), None) if (m := full(text, at)) else None
+
+        self.data_list = data_list
         # a section body of nothing but data lines and labels is one SECTION_BODY token (section_span); anything
         # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
         # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
@@ -195,7 +230,7 @@ class PtxLexer:
         new_str = str.__new__
         data_list = self.data_list
         commented_brace = self.commented_brace.match
-        items = session.section_items
+        payloads = session.payloads
         body_after_comments = False
         previous = ""
         position = 0
@@ -217,9 +252,9 @@ class PtxLexer:
                     kind = keywords.get(value, kind)
                 elif kind == "PUNCT":
                     kind = punctuation[value]
-                    if kind == "EQUAL" and (data := data_list(text, last_end)):
+                    if kind == "EQUAL" and (span := data_list(text, last_end)):
                         position = last_end  # the initializer is data: one token, then lexing goes on after it
-                        fast, span = "DATA_LIST", (data.end(), None)
+                        fast = "DATA_LIST"
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
@@ -265,7 +300,7 @@ class PtxLexer:
                         line_start = rfind("\n", last_end, brace) + 1
                     last_end = span[0]
                     if span[1] is not None:
-                        items[brace] = span[1]
+                        payloads[brace] = span[1]
                     value = text[brace:last_end]
                     session.prev_line = session.last_line
                     session.last_line = line

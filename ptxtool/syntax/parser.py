@@ -262,7 +262,7 @@ class _Build:
             source = text[start:end].rstrip()
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
-            found = self.session.section_items.pop(token.start_pos, None)
+            found = self.session.payloads.pop(token.start_pos, None)
             canonical = "\n".join(SECTION_ITEM.findall(source)) if found is None else found
             if "," in canonical:
                 if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
@@ -388,13 +388,14 @@ class _Build:
         return ast.FieldInit(str(word), self._value(value))
 
     def i_data(self, token):
-        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
-        if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
-            inner = _BLANKS.sub("", inner)
-        texts = inner.split(",")
-        nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
-        node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
+        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): one Literals node, equal to the InitList i_list builds
+        from the same literals, its values kept as one string (the lexer has it when they are all decimal)."""
+        inner = self.session.payloads.pop(token.start_pos, None)
+        if inner is None:
+            inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
+            if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
+                inner = _BLANKS.sub("", inner)
+        node = ast.Literals(inner)
         self.depths[id(node)] = 1
         return node
 

@@ -10,6 +10,7 @@ with the block comments just before it); earlier trailing ones, which cannot sha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from operator import attrgetter
 
@@ -73,6 +74,17 @@ def _init_list(n: ast.InitList) -> list[Piece]:
     return pieces
 
 
+def _literals(n: ast.Literals) -> list[Piece]:
+    """A Literals prints as the InitList of its items does, from its one string: rows of WRAP values found by one
+    pattern of WRAP `value,` runs (no string per value)."""
+    text = n.text
+    if text.count(",") < WRAP:
+        return ["{" + text.replace(",", ", ") + "}"]
+    rows = re.findall("[^,]*+," * WRAP, text)  # all but the last row, each with its comma
+    body = "\n\t".join(rows) + "\n\t" + text[sum(map(len, rows)) :]
+    return ["{\n\t" + body.replace(",", ", ").replace(", \n", ",\n") + "\n}"]
+
+
 def _attribute(a: ast.Attribute) -> list[Piece]:
     if a.number is not None:
         return [f"{a.word} {a.number.text}"]
@@ -128,6 +140,7 @@ PIECES: dict[type, Callable[[object], list[Piece]]] = {
     ast.Mask: lambda n: [n.mask, "(", n.address, ")"],
     ast.FieldInit: lambda n: [f"{n.name} = ", n.value],
     ast.InitList: _init_list,
+    ast.Literals: _literals,
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,
     ast.Param: lambda n: [_param(n)],
