@@ -38,17 +38,19 @@ _SECTION_VALUE = (
     rf"(?:{_SECTION_INT}|{_SECTION_NAME}(?:[ \t]*+\+[ \t]*+{_SECTION_INT}|[ \t]*+-[ \t]*+{_SECTION_NAME})?"
     rf"|\.debug_[A-Za-z0-9_]++(?:[ \t]*+\+[ \t]*+{_SECTION_INT})?)"
 )
+# The patterns below that only some files need are strings, compiled on first use (`re` keeps them compiled): every
+# pattern compiled at import is start-up time of every command.
 # One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
 # values), or a label (group 3).
-SECTION_LINE = re.compile(
+SECTION_LINE = (
     rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
     r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
 )
 # The same without groups, for `findall` to list whole statements in one call.
-SECTION_ITEM = re.compile(
+SECTION_ITEM = (
     rf"\.b(?:8|16|32|64)[ \t]++{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+|[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:"
 )
-_ITEM_SPLIT = re.compile(f"({SECTION_ITEM.pattern})")  # split: blanks, item, blanks, item, ..., blanks
+_ITEM_SPLIT = f"({SECTION_ITEM})"  # split: blanks, item, blanks, item, ..., blanks
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
 
 
@@ -58,8 +60,8 @@ _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
 _NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
 _PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
 _PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
-_PLAIN_BODY = re.compile(rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+")
-_INDENT = re.compile(r"^[ \t]++", re.M)
+_PLAIN_BODY = rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+"
+_INDENT = r"(?m)^[ \t]++"
 
 
 def section_span(text: str, at: int) -> tuple[int, str] | None:
@@ -72,10 +74,10 @@ def section_span(text: str, at: int) -> tuple[int, str] | None:
     if close < 0 or text.find("/", brace.end(), close) >= 0:  # no end, or a comment: the ordinary path
         return None
     body = text[brace.end() : close]
-    if _PLAIN_BODY.fullmatch(body) and ",," not in body and " ," not in body and ",\n" not in body:
+    if re.fullmatch(_PLAIN_BODY, body) and ",," not in body and " ," not in body and ",\n" not in body:
         items = body.strip(" \t\n")
-        return close + 1, _INDENT.sub("", items) if "\n " in items or "\n\t" in items else items
-    parts = _ITEM_SPLIT.split(body)
+        return close + 1, re.sub(_INDENT, "", items) if "\n " in items or "\n\t" in items else items
+    parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
     if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
         return None  # something that is no data line, or two items glued together
