@@ -88,6 +88,7 @@ def finish(classes: tuple[type, ...]) -> None:
             function = namespace[f"{tag}_{method}"]
             function.__name__, function.__qualname__ = method, f"{cls.__qualname__}.{method}"
             setattr(cls, method, function)
+        cls.__init__.__annotations__ = {**{f.name: f.type for f in fields(cls)}, "return": None}
         cls.__setattr__, cls.__delattr__ = _setattr, _delattr
 
 
