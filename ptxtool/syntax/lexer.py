@@ -52,6 +52,7 @@ SECTION_ITEM = (
 )
 _ITEM_SPLIT = f"({SECTION_ITEM})"  # split: blanks, item, blanks, item, ..., blanks
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
+_BODY_SPAN = re.compile(r"[^{}/]*+\}")  # up to the `}`, unless a `{` or a `/` comes first
 
 
 # The layout compilers write (one item a line, no blanks but the one after the word, `\n` line ends), checked by a
@@ -68,11 +69,10 @@ def section_span(text: str, at: int) -> tuple[int, str] | None:
     """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
     where it ends (after its `}`) and its items, one a line, found in one scan; None for any other body."""
     brace = _OPEN_BRACE.match(text, at)
-    if brace is None:
+    span = _BODY_SPAN.match(text, brace.end()) if brace is not None else None
+    if span is None:  # no end, a comment or a nested brace first: the ordinary path (found without a far scan)
         return None
-    close = text.find("}", brace.end())
-    if close < 0 or text.find("/", brace.end(), close) >= 0:  # no end, or a comment: the ordinary path
-        return None
+    close = span.end() - 1
     body = text[brace.end() : close]
     if re.fullmatch(_PLAIN_BODY, body) and ",," not in body and " ," not in body and ",\n" not in body:
         items = body.strip(" \t\n")
@@ -84,6 +84,7 @@ def section_span(text: str, at: int) -> tuple[int, str] | None:
     return close + 1, "\n".join(parts[1::2])
 
 
+_DECIMAL_SPAN = re.compile(r"[0-9, \t\f\r\n]*+\}")  # a run of one character class: a C loop, no regex steps
 _BLANK_BYTES = b" \t\f\r\n"
 _DIGIT_RUNS = bytes.maketrans(bytes(range(256)), bytes(57 if 48 <= b <= 57 else 44 for b in range(256)))  # 0-9: 9
 
@@ -93,23 +94,18 @@ def decimal_list(text: str, at: int) -> tuple[int, str] | None:
     `}`) and its values without blanks (`1,2,3`), checked with bytes operations (C loops, no regex steps); None for
     anything else."""
     brace = _OPEN_BRACE.match(text, at)
-    if brace is None:
+    span = _DECIMAL_SPAN.match(text, brace.end()) if brace is not None else None
+    if span is None:  # stops at the first other character: no scan to a `}` far away (`= {= {= {...` is linear)
         return None
-    close = text.find("}", brace.end())
-    if close < 0:
-        return None
-    inner = text[brace.end() : close]
-    if not inner.isascii():
-        return None
-    raw = inner.encode("ascii")
+    raw = text[brace.end() : span.end() - 1].encode("ascii")
     packed = raw.translate(None, _BLANK_BYTES)
-    if not packed or packed.translate(None, b"0123456789,") or packed[0] == 44 or packed[-1] == 44 or b",," in packed:
+    if not packed or packed[0] == 44 or packed[-1] == 44 or b",," in packed:  # 44: a comma
         return None
     # as many runs of digits as values: no two numbers with only blanks between them (`1 2`, glued by dropping blanks)
     runs = raw.translate(_DIGIT_RUNS)
     if runs.count(b",9") + (runs[0] == 57) != packed.count(b",") + 1:
         return None
-    return close + 1, packed.decode("ascii")
+    return span.end(), packed.decode("ascii")
 
 
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
