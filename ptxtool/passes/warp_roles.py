@@ -23,7 +23,7 @@ is refused.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import build_cfg
@@ -59,11 +59,14 @@ def _statements(body: str, target: str = "sm_90") -> tuple[ast.Statement, ...]:
 
 
 def _map(
-    block: ast.Block, edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]], labels: dict
+    block: ast.Block,
+    edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]],
+    labels: dict,
+    start: int = 0,
 ) -> ast.Block:
-    """Rebuild a body: each instruction (numbered as the Linear form numbers ops) replaced by `edit`'s statements,
-    each label renamed through `labels`."""
-    counter = [0]
+    """Rebuild a body: each instruction (numbered as the Linear form numbers ops, the first `start`) replaced by
+    `edit`'s statements, each label renamed through `labels`."""
+    counter = [start]
 
     def walk(b: ast.Block) -> ast.Block:
         out: list[ast.Statement] = []
@@ -150,8 +153,11 @@ def _wait(label: str, parity: str, arch: Target) -> str:
     return f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n@!%wr_done bra {label};"
 
 
-def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, arch: Target) -> ast.Function:
-    """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers."""
+def _split(
+    function: ast.Function, found: StagedLoop, settings: RoleSettings, shares: int, arch: Target
+) -> ast.Function:
+    """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers (N / shares
+    threads, each staging `shares` consumer threads' parts)."""
     cfg = build_cfg(function)
     n, stages = found.threads, settings.stages
     offsets, stage_bytes = _ring_layout(found)
@@ -159,9 +165,6 @@ def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, ar
         b: ast.SymbolOffset(ast.Name(RING), ast.Immediate(str(off))) for b, off in offsets.items()
     }
     wide_regs = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}
-    lo, hi = found.staging.start, found.tail.stop
-    labels = {k.split("#")[0] for k in cfg.linear.labels}
-    producer_labels = {name: f"$__wr_p{name.lstrip('$')}" for name in labels}
 
     def reading_shared(i: ast.Instruction) -> bool:
         return any(s.startswith("shared") and m is not Mode.WRITE for _, m, s in isa.memory_accesses(i))
@@ -183,44 +186,22 @@ def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, ar
             return _statements(f"bar.sync {CONSUMER_BARRIER}, {n};")
         return (i,)
 
-    producer_names = {
-        **ring_names,
-        "%tid.x": ast.Name("%wr_vtid"),
-        **{k: ast.Name(v) for k, v in producer_labels.items()},
-    }
-
-    def producer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
-        i = _renamed(i, producer_names)
-        if index >= hi or index in found.compute:
-            return ()
-        if index == lo:
-            parity = "xor.b32 %wr_eph, %wr_ph, 1;"
-            wait = _slot(stages, stage_bytes, EMPTY) + "\n" + parity + "\n" + _wait("$__wr_empty_wait", "%wr_eph", arch)
-            head = _statements(wait)
-        else:
-            head = ()
-        if index in found.staging and any(s.startswith("shared") for _, m, s in isa.memory_accesses(i)):
-            return (*head, *_relocated(i, wide_regs.__contains__))
-        if index == found.filled:
-            return _statements(
-                f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\n"
-                "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];"
-            )
-        if index == found.released:
-            return _statements("add.u32 %wr_k, %wr_k, 1;")
-        effects = isa.effects(i)
-        writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))  # local: its own
-        if index < lo and (writes or effects & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)):
-            return head
-        return (*head, i)
-
     body = function.body
     consumer_body = _map(body, consumer, {})
-    producer_body = _map(body, producer, producer_labels)
+    producer_code = _producer(function, found, shares, stages, stage_bytes, arch, ring_names, wide_regs.__contains__)
+    producer_threads = n // shares
+    copies = [
+        replace(d, declarators=tuple(replace(x, name=_share_name(x.name, j)) for x in d.declarators))
+        for j in range(1, shares)
+        for d in body.statements
+        if isinstance(d, ast.Declaration) and d.has(".reg")
+    ]
+    vtids = ", ".join(_share_name("%wr_vtid", j) for j in range(1, shares))
     declarations = "\n".join(
         (
             ".reg .pred %wr_p, %wr_done;",
             ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a<8>;",
+            *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
@@ -228,18 +209,22 @@ def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, ar
         )
     )
     inits = "\n".join(
-        f"mbarrier.init.shared::cta.b64 [{FULL}+{8 * s}], {n};\nmbarrier.init.shared::cta.b64 [{EMPTY}+{8 * s}], {n};"
+        f"mbarrier.init.shared::cta.b64 [{FULL}+{8 * s}], {producer_threads};\n"
+        f"mbarrier.init.shared::cta.b64 [{EMPTY}+{8 * s}], {n};"
         for s in range(stages)
     )
     prologue = (
         f"{declarations}\nmov.u32 %wr_tid, %tid.x;\nsetp.ne.u32 %wr_p, %wr_tid, 0;\n@%wr_p bra $__wr_inited;\n{inits}\n"
         f"$__wr_inited:\nbar.sync 0;\nmov.u32 %wr_k, 0;\nsetp.ge.u32 %wr_p, %wr_tid, {n};\n@%wr_p bra $__wr_producer;"
     )
-    producer_prologue = f"$__wr_producer:\nsub.u32 %wr_vtid, %wr_tid, {n};"
+    shares_of = "\n".join(
+        f"add.u32 {_share_name('%wr_vtid', j)}, %wr_vtid, {producer_threads * j};" for j in range(1, shares)
+    )
+    producer_prologue = f"$__wr_producer:\nsub.u32 %wr_vtid, %wr_tid, {n};\n{shares_of}"
     kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
-    producer_code = [s for s in producer_body.statements if not isinstance(s, ast.Declaration)]
     statements = (
         *[s for s in kept if isinstance(s, ast.Declaration)],
+        *copies,
         *_statements(prologue),
         *[s for s in kept if not isinstance(s, ast.Declaration)],
         *_statements("ret;"),
@@ -247,8 +232,7 @@ def _split(function: ast.Function, found: StagedLoop, settings: RoleSettings, ar
         *producer_code,
         *_statements("ret;"),
     )
-    total = n + 32 * (n // 32)
-    return with_exact_block(replace(function, body=replace(body, statements=statements)), (total, 1, 1))
+    return with_exact_block(replace(function, body=replace(body, statements=statements)), (n + producer_threads, 1, 1))
 
 
 def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
@@ -267,36 +251,42 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         why = _unsupported(module, settings, arch)
         registers = (settings.registers or {}).get(item.name)
         found: StagedLoop | Refusal
+        warps = _threads(item) // 32
+        producers = warps if settings.producer_warps is None else settings.producer_warps
         if why:
             found = Refusal(item.name, item.line, why)
         else:
-            shape = _threads(item)
-            found = find_staged_loop(module, item, stages=settings.stages, extra_threads=shape, registers=registers)
+            found = find_staged_loop(
+                module, item, stages=settings.stages, extra_threads=32 * producers, registers=registers
+            )
         if isinstance(found, StagedLoop) and found.kind != "ld+st":
             found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
-        if isinstance(found, StagedLoop) and settings.producer_warps not in (None, found.threads // 32):
+        if isinstance(found, StagedLoop) and not (1 <= producers <= warps and warps % producers == 0):
             found = Refusal(
-                item.name, item.line, f"producer warps must be {found.threads // 32} (one thread per consumer thread)"
+                item.name, item.line, f"producer warps must divide the {warps} consumer warps, not {producers}"
             )
         if isinstance(found, StagedLoop) and (taken := _taken_name(module, item)):
             found = Refusal(item.name, item.line, f"the kernel already names {taken}, a name the split declares")
+        shares = warps // producers if producers else 1
+        if isinstance(found, StagedLoop) and (why := producer_refusal(item, found, shares)):
+            found = Refusal(item.name, item.line, why)
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
-        new_items[at] = _split(item, found, settings, arch)
-        producers = found.threads // 32
+        new_items[at] = _split(item, found, settings, shares, arch)
         _, stage_bytes = _ring_layout(found)
+        total = found.threads + 32 * producers
         report.rewrites.append(
             Rewrite(
                 item.name,
                 item.line,
                 f"{found.threads} threads",
-                f"{found.threads + 32 * producers} threads (.reqntid)",
+                f"{total} threads (.reqntid)",
                 (
-                    f"split: {found.threads // 32} consumer warps + {producers} producer warps, "
+                    f"split: {warps} consumer warps + {producers} producer warps, "
                     f"{settings.stages}-slot mbarrier ring of {stage_bytes} bytes per slot",
-                    f"launch with {found.threads + 32 * producers} threads per block: consumers keep %tid.x "
-                    f"0..{found.threads - 1}",
+                    f"launch with {total} threads per block: consumers keep %tid.x 0..{found.threads - 1}",
+                    f"producer thread p stages consumer threads p + {32 * producers}j, j < {shares}",
                 ),
             )
         )
@@ -321,7 +311,7 @@ def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
 
 
 def _threads(function: ast.Function) -> int:
-    """The producer threads the split adds: as many as the block's declared threads in x."""
+    """The block's declared threads in x (0 when undeclared: find_staged_loop refuses it)."""
     bounds = block_bounds(function)
     return bounds.dims[0] if bounds else 0
 
@@ -340,3 +330,200 @@ def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None
     if ptx is None or ptx < (7, 8):
         return "the split needs PTX ISA 7.8 or later (mbarrier.try_wait.parity)"
     return None
+
+
+# ---------------------------------------------------------------- the producers' code
+
+# the producers replay the kernel's ops by part; labels point at the part of the op after them
+_PARTS = ("pre", "header", "staging", "filled", "compute", "released", "tail", "post")
+_COPIED = ("pre", "staging", "tail")  # the parts each share runs in turn; the others run once
+
+
+def _part(found: StagedLoop, index: int, label: bool) -> str:
+    """The part of op `index` (or, `label`, of a label before it)."""
+    lo, hi = found.staging.start, found.tail.stop
+    if index < lo:
+        return "pre"
+    if index == lo and label:
+        return "header"
+    if index < found.filled:
+        return "staging"
+    if index == found.filled:
+        return "filled"
+    if index < found.released:
+        return "compute"
+    if index == found.released:
+        return "released"
+    return "tail" if index < hi else "post"
+
+
+def _units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, ast.Statement]] | str:
+    """The body's top-level instructions, labels and nested scopes with their part and first op index; a reason
+    when a nested `{ }` scope spans two parts or holds a label (its copies could not be kept apart)."""
+    out: list[tuple[str, int, ast.Statement]] = []
+    index = 0
+    for s in function.body.statements:
+        if isinstance(s, ast.Instruction):
+            out.append((_part(found, index, False), index, s))
+            index += 1
+        elif isinstance(s, ast.Label):
+            out.append((_part(found, index, True), index, s))
+        elif isinstance(s, ast.Block):
+            count = sum(1 for _ in ast.instructions(s))
+            parts = {_part(found, k, False) for k in range(index, index + count)}
+            if len(parts) > 1 or any(isinstance(x, ast.Label) for x in ast.walk(s)):
+                return f"a nested {{ }} scope at line {s.line} spans the loop's parts or holds a label"
+            out.append((parts.pop() if parts else "pre", index, s))
+            index += count
+    return out
+
+
+def producer_refusal(function: ast.Function, found: StagedLoop, shares: int) -> str | None:
+    """Why the producers cannot run `shares` consumer threads' parts in turn, or None. One producer thread keeps
+    one register copy per share, but one local-memory frame: a share's local stores would clobber another's."""
+    units = _units(function, found)
+    if isinstance(units, str):
+        return units
+    if shares == 1:
+        return None
+    for part, _, s in units:
+        if part not in _COPIED:
+            continue
+        for i in ast.instructions(s) if isinstance(s, ast.Block) else (s,):
+            if isinstance(i, ast.Instruction) and any(sp.startswith("local") for _, _, sp in isa.memory_accesses(i)):
+                return f"the producers' code uses local memory at line {i.line}: {shares} shares would share one frame"
+    return None
+
+
+def _share_name(name: str, share: int) -> str:
+    """Share j's copy of a register (share 0 keeps the kernel's): %r5 -> %wr_s1_r5."""
+    return name if share == 0 else f"%wr_s{share}_{name[1:]}"
+
+
+def _share_label(name: str, share: int) -> str:
+    """Share j's copy of a label in the producers' code."""
+    bare = name.lstrip("$")
+    return f"$__wr_p{bare}" if share == 0 else f"$__wr_s{share}p{bare}"
+
+
+def _substituted(node: object, names: Callable[[str], str | None]) -> object:
+    """An operand with every Name that `names` maps replaced (in addresses, vectors, expressions too)."""
+    if isinstance(node, ast.Name):
+        new = names(node.text)
+        return node if new is None else replace(node, text=new)
+    if isinstance(node, tuple):
+        return tuple(_substituted(x, names) for x in node)
+    if isinstance(node, ast.NODE_TYPES) and not isinstance(node, ast.Owner):
+        changes = {f.name: _substituted(getattr(node, f.name), names) for f in fields(node)}
+        return replace(node, **changes)
+    return node
+
+
+def _copy(s: ast.Statement, share: int, part: str, names: Callable[[str, str, int], str | None]) -> ast.Statement:
+    """Statement `s` of `part` as share `share` runs it: its registers and labels renamed."""
+    rename = lambda text: names(text, part, share)  # noqa: E731
+    if isinstance(s, ast.Instruction):
+        guard = s.guard and replace(s.guard, predicate=_substituted(s.guard.predicate, rename))
+        return replace(s, operands=_substituted(s.operands, rename), guard=guard)
+    if isinstance(s, ast.Label):
+        return replace(s, name=_share_label(s.name, share))
+    if isinstance(s, ast.Declaration) and s.has(".reg"):
+        return replace(s, declarators=tuple(replace(x, name=_share_name(x.name, share)) for x in s.declarators))
+    if isinstance(s, ast.Block):
+        return replace(s, statements=tuple(_copy(x, share, part, names) for x in s.statements))
+    return s
+
+
+def _registers(function: ast.Function) -> frozenset[str]:
+    """Every register name the kernel declares (`%r<4>` as %r0..%r3)."""
+    out: set[str] = set()
+    for d in ast.walk(function.body):
+        if isinstance(d, ast.Declaration) and d.has(".reg"):
+            for x in d.declarators:
+                count = int(x.count.value) if x.count is not None else None
+                out.update([x.name] if count is None else (f"{x.name}{k}" for k in range(count)))
+    return frozenset(out)
+
+
+def _producer(
+    function: ast.Function,
+    found: StagedLoop,
+    shares: int,
+    stages: int,
+    stage_bytes: int,
+    arch: Target,
+    ring_names: dict[str, ast.Operand],
+    wide: Callable[[str], bool],
+) -> list[ast.Statement]:
+    """The producers' code after `$__wr_producer`: consumer threads %wr_vtid + (N / shares)·j for j < shares,
+    replayed in turn per part (their code before the loop, then per trip their staging, then their tail), each
+    share in registers of its own; the waits, the arrival and the trip count once per trip."""
+    units = _units(function, found)
+    assert not isinstance(units, str), units  # producer_refusal said so first
+    lo = found.staging.start
+    replayed = {**ring_names, "%tid.x": ast.Name("%wr_vtid")}
+    registers = _registers(function) | {"%wr_vtid"}
+    label_part = {s.name: part for part, _, s in units if isinstance(s, ast.Label)}
+
+    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        i = _renamed(i, replayed)
+        if index in found.staging and any(s.startswith("shared") for _, _, s in isa.memory_accesses(i)):
+            return _relocated(i, wide)
+        writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))  # local: its own
+        if index < lo and (writes or isa.effects(i) & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)):
+            return ()
+        return (i,)
+
+    def names(text: str, part: str, share: int) -> str | None:
+        if text in registers:
+            return _share_name(text, share)
+        target = label_part.get(text)
+        if target is None:
+            return None
+        if target == part or share == shares - 1 or (part == "pre" and target == "post"):
+            return _share_label(text, share if target == part else 0)
+        return f"$__wr_{part}{share + 1}"  # the next share's copy of this part: every share steps, the last decides
+
+    def edited(part: str) -> list[ast.Statement]:
+        out: list[ast.Statement] = []
+        for p, index, s in units:
+            if p != part:
+                continue
+            if isinstance(s, ast.Instruction):
+                out.extend(edit(index, s))
+            elif isinstance(s, ast.Block):
+                out.append(_map(s, edit, {}, start=index))
+            else:
+                out.append(s)
+        return out
+
+    def copies(part: str) -> list[ast.Statement]:
+        code = edited(part)
+        out: list[ast.Statement] = []
+        for share in range(shares):
+            out += _statements(f"$__wr_{part}{share}:") if share else ()
+            out += [_copy(s, share, part, names) for s in code]
+        return out
+
+    def once(part: str) -> list[ast.Statement]:
+        return [_copy(s, 0, part, names) for s in edited(part) if isinstance(s, ast.Label)]
+
+    wait = (
+        _slot(stages, stage_bytes, EMPTY)
+        + "\nxor.b32 %wr_eph, %wr_ph, 1;\n"
+        + _wait("$__wr_empty_wait", "%wr_eph", arch)
+    )
+    arrive = (
+        f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\n"
+        "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];\nadd.u32 %wr_k, %wr_k, 1;"
+    )
+    return [
+        *copies("pre"),
+        *once("header"),
+        *_statements(wait),
+        *copies("staging"),
+        *once("filled"),
+        *_statements(arrive),
+        *copies("tail"),
+        *once("post"),
+    ]
