@@ -1,5 +1,6 @@
 """What `optimize --passes warp-roles` buys on a GPU: each input kernel, ptxtool's split of it (S = 2, 3, 4 ring
-slots) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
+slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`) and a hand-written warp-specialized CUDA
+version of the same algorithm, side by side in one run.
 
 Two steps, because the GPU machine need not have nvcc or ptxas:
 
@@ -27,6 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).parent / "warp_roles"
 STAGES = (2, 3, 4)
+PRODUCERS = (None, 1, 2)  # producer warps: None is one producer thread per consumer thread (N/32 warps)
 LAUNCHES = 100  # bit-identity launches per case and variant
 TIMED = 31  # timed launches per case and variant
 WATCHDOG_S = 10.0
@@ -66,8 +68,18 @@ def _assemble(path: Path) -> None:
     path.with_suffix(".cubin").write_bytes(compile_ptx(path.read_text(), str(path), "sm_90").cubin)
 
 
-def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
-    """Compile inputs and references to PTX (sm_90), split each input with every S, write a manifest."""
+def variant_name(stages: int, producers: int | None) -> str:
+    """`split3` (P = N/32) or `split3p1` (one producer warp): the manifest's and the table's name of a split."""
+    return f"split{stages}" + (f"p{producers}" if producers else "")
+
+
+def prepare(
+    out: Path,
+    benches: dict[str, Bench] = BENCHES,
+    stages: tuple[int, ...] = STAGES,
+    producers: tuple[int | None, ...] = PRODUCERS,
+) -> dict:
+    """Compile inputs and references to PTX (sm_90), split each input with every S and P, write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
@@ -88,17 +100,18 @@ def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
             "splits": {},
         }
         source = read_source(str(out / f"{name}.input.ptx"))
-        for stages in STAGES:
-            result = execute(Options(passes=(NAME,), roles=RoleSettings(stages=stages)), source)
+        for stage, warps in ((s, p) for s in stages for p in producers):
+            result = execute(Options(passes=(NAME,), roles=RoleSettings(stages=stage, producer_warps=warps)), source)
             reasons = [s.reason for r in result.reports for s in r.skipped if s.kernel == b.kernel]
+            variant = variant_name(stage, warps)
             if not (result.verified and result.changed):
-                entry["splits"][f"split{stages}"] = {"refused": "; ".join(reasons + result.problems)}
+                entry["splits"][variant] = {"refused": "; ".join(reasons + result.problems)}
                 continue
-            path = out / f"{name}.split{stages}.ptx"
+            path = out / f"{name}.{variant}.ptx"
             path.write_text(result.text)
             _assemble(path)
             after = next(k.after for k in result.kernels if k.name == b.kernel)
-            entry["splits"][f"split{stages}"] = {"block": _block(path, b.kernel), "registers": after.registers}
+            entry["splits"][variant] = {"block": _block(path, b.kernel), "registers": after.registers}
         manifest[name] = entry
         print(f"{name}: block {entry['block']} -> {json.dumps(entry['splits'])}; reference {entry['reference_block']}")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
