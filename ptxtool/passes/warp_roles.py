@@ -30,7 +30,16 @@ from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
 from ptxtool.isa import Effect, Mode
-from ptxtool.isa.targets import Target, version
+from ptxtool.isa.opcodes import OPCODES
+from ptxtool.isa.targets import (
+    MAX_REGISTERS_PER_THREAD,
+    REGISTERS_PER_CTA,
+    SETMAXNREG_RANGE,
+    SETMAXNREG_STEP,
+    WARPGROUP_WARPS,
+    Target,
+    version,
+)
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.syntax import ast, parse
 
@@ -44,15 +53,18 @@ SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ri
 
 @dataclass(frozen=True)
 class RoleSettings:
-    """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S."""
+    """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S,
+    `setmaxnreg` (None: where the consumers' registers would not fit otherwise; True: always, or refuse; False:
+    never)."""
 
     variant: str = "split"
     producer_warps: int | None = None
     stages: int = 2
+    setmaxnreg: bool | None = None
     registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
 
 
-def _statements(body: str, target: str = "sm_90") -> tuple[ast.Statement, ...]:
+def _statements(body: str, target: Target | str = "sm_90") -> tuple[ast.Statement, ...]:
     """PTX statements from text (the pass writes its additions as PTX, not as node constructors)."""
     module = parse(f".version 8.0\n.target {target}\n.address_size 64\n.entry _wr() {{\n{body}\n}}\n")
     return module.functions[0].body.statements
@@ -154,7 +166,12 @@ def _wait(label: str, parity: str, arch: Target) -> str:
 
 
 def _split(
-    function: ast.Function, found: StagedLoop, settings: RoleSettings, shares: int, arch: Target
+    function: ast.Function,
+    found: StagedLoop,
+    settings: RoleSettings,
+    shares: int,
+    arch: Target,
+    moved: RegisterSplit | None,
 ) -> ast.Function:
     """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers (N / shares
     threads, each staging `shares` consumer threads' parts)."""
@@ -221,18 +238,27 @@ def _split(
         f"add.u32 {_share_name('%wr_vtid', j)}, %wr_vtid, {producer_threads * j};" for j in range(1, shares)
     )
     producer_prologue = f"$__wr_producer:\nsub.u32 %wr_vtid, %wr_tid, {n};\n{shares_of}"
+    consumer_prologue = ""
+    if moved:  # after the role branch, which is uniform per warpgroup: each warpgroup executes one setmaxnreg
+        producer_prologue += f"\nsetmaxnreg.dec.sync.aligned.u32 {moved.producers};"
+        consumer_prologue = f"setmaxnreg.inc.sync.aligned.u32 {moved.consumers};"
     kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
     statements = (
         *[s for s in kept if isinstance(s, ast.Declaration)],
         *copies,
         *_statements(prologue),
+        *(_statements(consumer_prologue, arch) if moved else ()),
         *[s for s in kept if not isinstance(s, ast.Declaration)],
         *_statements("ret;"),
-        *_statements(producer_prologue),
+        *_statements(producer_prologue, arch),
         *producer_code,
         *_statements("ret;"),
     )
-    return with_exact_block(replace(function, body=replace(body, statements=statements)), (n + producer_threads, 1, 1))
+    split = with_exact_block(replace(function, body=replace(body, statements=statements)), (n + producer_threads, 1, 1))
+    if moved:  # setmaxnreg needs the launch count declared (else ptxas ignores it: "unable to determine")
+        launch = ast.PerfDirective(".maxnreg", (ast.Immediate(str(moved.launch)),))
+        split = replace(split, directives=(*split.directives, launch))
+    return split
 
 
 def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
@@ -253,12 +279,21 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         found: StagedLoop | Refusal
         warps = _threads(item) // 32
         producers = warps if settings.producer_warps is None else settings.producer_warps
+        plan: RegisterSplit | str | None = None
+        limited = registers is not None and warps > 0 and registers > launch_registers(32 * (warps + producers))
+        if not why and warps and (settings.setmaxnreg or (limited and settings.setmaxnreg is None)):
+            plan = register_split(module, item, 32 * warps, 32 * producers, registers)
         if why:
             found = Refusal(item.name, item.line, why)
+        elif settings.setmaxnreg and isinstance(plan, str):
+            found = Refusal(item.name, item.line, plan)
         else:
+            budget = None if isinstance(plan, RegisterSplit) else registers
             found = find_staged_loop(
-                module, item, stages=settings.stages, extra_threads=32 * producers, registers=registers
+                module, item, stages=settings.stages, extra_threads=32 * producers, registers=budget
             )
+            if isinstance(found, Refusal) and isinstance(plan, str) and found.reason.startswith("registers do not"):
+                found = replace(found, reason=f"{found.reason}; {plan}")
         if isinstance(found, StagedLoop) and found.kind != "ld+st":
             found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
         if isinstance(found, StagedLoop) and not (1 <= producers <= warps and warps % producers == 0):
@@ -273,7 +308,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
-        new_items[at] = _split(item, found, settings, shares, arch)
+        moved = plan if isinstance(plan, RegisterSplit) else None
+        new_items[at] = _split(item, found, settings, shares, arch, moved)
         _, stage_bytes = _ring_layout(found)
         total = found.threads + 32 * producers
         report.rewrites.append(
@@ -287,6 +323,14 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     f"{settings.stages}-slot mbarrier ring of {stage_bytes} bytes per slot",
                     f"launch with {total} threads per block: consumers keep %tid.x 0..{found.threads - 1}",
                     f"producer thread p stages consumer threads p + {32 * producers}j, j < {shares}",
+                    *(
+                        [
+                            f"setmaxnreg: launch {moved.launch} registers per thread (.maxnreg), producers "
+                            f"{moved.producers}, consumers {moved.consumers}"
+                        ]
+                        if moved
+                        else []
+                    ),
                 ),
             )
         )
@@ -527,3 +571,57 @@ def _producer(
         *copies("tail"),
         *once("post"),
     ]
+
+
+# ---------------------------------------------------------------- setmaxnreg: registers from producers to consumers
+
+PRODUCER_REGISTERS = (40, 32, 24)  # what producers keep, most first (CUTLASS and DeepGEMM keep 40, others 24)
+
+
+@dataclass(frozen=True)
+class RegisterSplit:
+    """The kernel launches with `launch` registers per thread (`.maxnreg`); producers `setmaxnreg.dec` to
+    `producers`, consumers `setmaxnreg.inc` to `consumers`, within the CTA's pool."""
+
+    launch: int
+    producers: int
+    consumers: int
+
+
+def launch_registers(threads: int) -> int:
+    """The registers per thread a block of `threads` may launch with, a multiple of setmaxnreg's step."""
+    return min(REGISTERS_PER_CTA // threads, MAX_REGISTERS_PER_THREAD) // SETMAXNREG_STEP * SETMAXNREG_STEP
+
+
+def register_split(
+    module: ast.Module, function: ast.Function, consumers: int, producers: int, registers: int | None
+) -> RegisterSplit | str:
+    """The setmaxnreg split for `consumers` + `producers` threads (consumers needing ptxas's `registers` of the
+    input), or why there is none. Warpgroup-aligned roles, a target with setmaxnreg, no register directive of the
+    kernel's own, and consumers x C + producers x D within launch x threads (else `.inc` would wait forever)."""
+    low, high = SETMAXNREG_RANGE
+    total = consumers + producers
+    launch = launch_registers(total)
+    arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    ptx = version(module.version or "") or (0, 0)
+    need = OPCODES["setmaxnreg"].needs
+    if arch is None or not any(n.target_ok(arch) and ptx >= n.ptx for n in need):
+        return f"setmaxnreg needs {' or '.join(f'{n.target} (PTX ISA {n.ptx[0]}.{n.ptx[1]})' for n in need)}"
+    group = 32 * WARPGROUP_WARPS
+    if consumers % group or producers % group:
+        return (
+            f"setmaxnreg needs roles of whole warpgroups ({WARPGROUP_WARPS} warps): "
+            f"{consumers // 32} consumer warps + {producers // 32} producer warps"
+        )
+    own = [d.word for d in function.directives if d.word in (".maxnreg", ".minnctapersm")]
+    if own:
+        return f"the kernel declares {own[0]}, which setmaxnreg's launch count would override"
+    floor = max(registers or 0, launch + SETMAXNREG_STEP)
+    for keep in PRODUCER_REGISTERS:
+        room = (launch * total - producers * keep) // consumers
+        given = min(high, room // SETMAXNREG_STEP * SETMAXNREG_STEP)
+        if keep <= launch and given >= floor:
+            return RegisterSplit(launch, keep, given)
+    what = f"consumers need {registers}" if registers and registers > launch else "consumers would gain nothing"
+    best = min(high, (launch * total - producers * low) // consumers // SETMAXNREG_STEP * SETMAXNREG_STEP)
+    return f"registers do not fit with setmaxnreg: {what}; with producers at {low} they get {best} (launch {launch})"
