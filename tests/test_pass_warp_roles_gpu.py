@@ -1,7 +1,7 @@
-"""warp-roles with fewer producer warps than consumers (P = 1 and 2) on the GPU: each benchmark kernel
-(benchmarks/warp_roles) split with P producer warps, its outputs compared bit for bit with the input kernel's over
-100 launches with the watchdog of ptxtool.toolchain.gpu. Skipped where no CUDA driver is found, or where the
-wheel's nvcc cannot compile the benchmark sources."""
+"""warp-roles with fewer producer warps than consumers (P = 1 and 2), and with setmaxnreg (4 producer warps,
+sm_90a), on the GPU: each benchmark kernel (benchmarks/warp_roles) split so, its outputs compared bit for bit with
+the input kernel's over 100 launches with the watchdog of ptxtool.toolchain.gpu. Skipped where no CUDA driver is
+found, or where the wheel's nvcc cannot compile the benchmark sources."""
 
 from __future__ import annotations
 
@@ -27,20 +27,22 @@ STAGES = (2, 4)
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_producers")
     try:
-        return folder, bench.prepare(folder, stages=STAGES, producers=PRODUCERS)
+        return folder, bench.prepare(folder, stages=STAGES, producers=PRODUCERS, setmaxnreg=(4,))
     except EnvironmentProblem as problem:
         pytest.skip(f"cannot compile the benchmark sources: {problem}")
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.parametrize("producers", PRODUCERS)
+@pytest.mark.parametrize(("producers", "setmaxnreg"), [(1, False), (2, False), (4, True)])
 @pytest.mark.parametrize("name", sorted(bench.BENCHES))
-def test_fewer_producers_bit_identical(name: str, producers: int, prepared: tuple[Path, dict]) -> None:
+def test_fewer_producers_bit_identical(
+    name: str, producers: int, setmaxnreg: bool, prepared: tuple[Path, dict]
+) -> None:
     folder, manifest = prepared
     entry = manifest[name]
-    wanted = {bench.variant_name(s, producers) for s in STAGES}
+    wanted = {bench.variant_name(s, producers, setmaxnreg) for s in STAGES}
     made = {v for v in wanted if "block" in entry["splits"][v]}
-    assert bench.variant_name(2, producers) in made, entry["splits"]  # S = 2 fits every benchmark
+    assert bench.variant_name(2, producers, setmaxnreg) in made, entry["splits"]  # S = 2 fits every benchmark
     for v in made:
         assert entry["splits"][v]["block"] == entry["block"] + 32 * producers
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}

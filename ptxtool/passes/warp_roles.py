@@ -622,6 +622,6 @@ def register_split(
         given = min(high, room // SETMAXNREG_STEP * SETMAXNREG_STEP)
         if keep <= launch and given >= floor:
             return RegisterSplit(launch, keep, given)
-    what = f"consumers need {registers}" if registers and registers > launch else "consumers would gain nothing"
     best = min(high, (launch * total - producers * low) // consumers // SETMAXNREG_STEP * SETMAXNREG_STEP)
-    return f"registers do not fit with setmaxnreg: {what}; with producers at {low} they get {best} (launch {launch})"
+    what = f"consumers need {registers}" if registers and registers > launch else f"consumers launch with {launch}"
+    return f"setmaxnreg cannot make room: {what}, producers at {low} leave them {best}"
