@@ -180,3 +180,25 @@ def test_optimize_cli_takes_producer_warps(tmp_path: Path) -> None:
     assert ".reqntid 160, 1, 1" in out.read_text()
     bad = CliRunner().invoke(main, [*args[:4], "3", *args[5:], "-v"])
     assert "producer warps must divide the 4 consumer warps, not 3" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("source", "kernel", "block"), [("sgemm_ws.cu", "sgemm_ws", 288), ("stencil_ws.cu", "stencil_ws", 288)]
+)
+def test_hand_written_references_copy_asynchronously(source: str, kernel: str, block: int) -> None:
+    """The references the benchmark times the split against: one producer warp whose cp.asyncs (LDGSTS) arrive on
+    the ring's full barrier when they land (ARRIVES.LDGSTSBAR), consumers waiting on it (SYNCS.PHASECHK)."""
+    from ptxtool.analysis.memory import threads
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.compile import cuda_to_ptx
+    from ptxtool.toolchain.sass import disassemble
+
+    try:
+        text = cuda_to_ptx(str(BENCHMARKS / source), "sm_90")
+    except EnvironmentProblem as problem:
+        pytest.skip(f"no nvcc: {problem}")
+    assert threads(next(k for k in parse(text).kernels if k.name == kernel))[0] == block
+    compiled = compile_ptx(text, source, "sm_90")
+    assert compiled.functions[kernel].spill_bytes == 0
+    opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])
+    assert all(o in opcodes for o in ("LDGSTS", "ARRIVES.LDGSTSBAR", "SYNCS.PHASECHK")), opcodes
