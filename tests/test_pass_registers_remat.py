@@ -79,13 +79,14 @@ $LOOP:
 	add.s32 %r2, %r2, 1;
 	setp.lt.u32 %p1, %r2, %r1;
 	@%p1 bra $LOOP;
+{after}
 	ret;
 }}
 """
 
 
-def kernel(before: str, inside: str = "", globals_: str = "") -> str:
-    return TEMPLATE.format(before=before, inside=inside, globals=globals_)
+def kernel(before: str, inside: str = "", globals_: str = "", after: str = "") -> str:
+    return TEMPLATE.format(before=before, inside=inside, globals=globals_, after=after)
 
 
 TABLE_NC = "\tld.global.nc.u64 %rd3, [%rd2];\n\tcvta.to.global.u64 %rd4, %rd3;"
@@ -219,6 +220,79 @@ def test_a_second_run_changes_nothing() -> None:
     once, _ = remat_module(kernel(TABLE_NC))
     twice, done = remat_module(once)
     assert twice == once and done == {"k": ()}
+
+
+# ---------------------------------------------------------------- values kept across a loop for the code after it
+
+# %rd13: this thread's slot of out[], made from %tid.x before the loop and read only after it (Triton's epilogue
+# pointers: 32 of them in attn_bwd_dkdv_w8, kept through the whole loop).
+SLOT = "\tmov.u32 %r6, %tid.x;\n\tmul.wide.u32 %rd12, %r6, 4;\n\tadd.s64 %rd13, %rd6, %rd12;"
+STORE_SLOT = "\tst.global.f32 [%rd13], %f1;"
+
+
+def _split(text: str) -> tuple[str, str, str]:
+    """The kernel's text before the loop, in it, and after it."""
+    start, end = text.index("$LOOP:"), text.index("bra $LOOP;")
+    return text[:start], text[start:end], text[end:]
+
+
+def test_a_value_read_only_after_the_loop_is_recomputed_after_it(ptxas: str, tmp_path: Path) -> None:
+    """Recomputed by default (there is no loop for ptxas to hoist it back out of), from %tid.x and the parameter."""
+    text, done = remat_module(kernel(TABLE_NC + "\n" + SLOT, after=STORE_SLOT), pure=False)
+    found = {r.register: r for r in done["k"]}
+    assert found["%rd13"].uses == 1 and found["%rd13"].recomputed[-1] == "add.s64 %rd13, %rd6, %rd12;"
+    before, loop, after = _split(text)
+    assert "%rd13" not in loop and "%rd13" not in after and re.search(r"st\.global\.f32 \[%remat_b64_\d+\]", after)
+    assert "mov.u32 %remat_b32_0, %tid.x;" in after and "%tid.x" not in loop  # the loop does not pay for it
+    registers(ptxas, text, tmp_path)
+
+
+def test_a_value_read_after_the_loop_whose_operand_the_loop_steps_is_kept(ptxas: str, tmp_path: Path) -> None:
+    """%rd11 advances in the loop: %rd10 = %rd6 + %rd11 after it would read the stepped value."""
+    before = TABLE_NC + "\n\tmov.u64 %rd11, 0;\n\tadd.s64 %rd10, %rd6, %rd11;"
+    text, done = remat_module(kernel(before, "\tadd.s64 %rd11, %rd11, 4;", after="\tst.global.f32 [%rd10], %f1;"))
+    assert "%rd10" not in rewritten(done["k"]) and "%rd11" not in rewritten(done["k"])
+    registers(ptxas, text, tmp_path)
+
+
+def test_floating_point_kept_for_after_the_loop_is_never_recomputed(ptxas: str, tmp_path: Path) -> None:
+    before = TABLE_NC + "\n\tcvt.rn.f32.u32 %f5, %r1;\n\tmul.f32 %f6, %f5, 0f3DCCCCCD;"
+    text, done = remat_module(kernel(before, after="\tst.global.f32 [%rd6], %f6;"))
+    assert "%f6" not in rewritten(done["k"]) and "%f5" not in rewritten(done["k"])
+    registers(ptxas, text, tmp_path)
+
+
+def test_a_load_of_memory_the_loop_may_write_is_never_repeated_after_it(ptxas: str, tmp_path: Path) -> None:
+    """The loop stores to out[]; a value loaded from out[] before it is not the value there after it."""
+    before = TABLE_NC + "\n\tld.global.nc.u32 %r8, [%rd6];"
+    text, done = remat_module(kernel(before, after="\tcvt.rn.f32.u32 %f2, %r8;\n\tst.global.f32 [%rd4], %f2;"))
+    assert "%r8" not in rewritten(done["k"])
+    registers(ptxas, text, tmp_path)
+
+
+def test_bit_field_arithmetic_is_recomputed_but_not_a_selection_by_predicate(ptxas: str, tmp_path: Path) -> None:
+    """`bfe` is exact integer arithmetic (Triton's shared-memory descriptors); `selp` reads a predicate, which
+    the rules do not follow: never recomputed, nor the predicate."""
+    before = (
+        TABLE_NC + "\n\tmov.u32 %r6, %tid.x;\n\tbfe.u32 %r7, %r6, 2, 3;\n\tsetp.eq.u32 %p2, %r6, 0;"
+        "\n\tselp.b32 %r8, 1, 2, %p2;"
+    )
+    inside = "\tadd.s32 %r9, %r7, %r8;\n\tcvt.rn.f32.u32 %f1, %r9;"
+    text, done = remat_module(kernel(before, inside))
+    assert "%r7" in rewritten(done["k"]) and not {"%r8", "%p2"} & rewritten(done["k"])
+    assert re.search(r"bfe\.u32 %remat_b32_\d+, %remat_b32_\d+, 2, 3;", _split(text)[1])
+    registers(ptxas, text, tmp_path)
+
+
+def test_a_value_written_on_both_sides_of_a_branch_is_never_recomputed(ptxas: str, tmp_path: Path) -> None:
+    """Two writers (a divergent definition): which one ran is not something a recomputation can know."""
+    before = (
+        TABLE_NC + "\n\tsetp.eq.u32 %p2, %r1, 0;\n\t@%p2 bra $ELSE;\n\tmov.u32 %r7, %tid.x;\n\tbra.uni $JOIN;"
+        "\n$ELSE:\n\tmov.u32 %r7, %ctaid.x;\n$JOIN:"
+    )
+    text, done = remat_module(kernel(before, "\tcvt.rn.f32.u32 %f1, %r7;", after="\tst.global.u32 [%rd6], %r7;"))
+    assert "%r7" not in rewritten(done["k"])
+    registers(ptxas, text, tmp_path)
 
 
 # ---------------------------------------------------------------- nvcc's many-stream loops

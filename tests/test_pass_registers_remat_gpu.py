@@ -74,3 +74,33 @@ def test_sum_table_outputs_identical() -> None:
             results.append(gpu.download(out, 4 * N))
     assert np.array_equal(results[0], results[1])
     assert not np.all(results[0] == 0x5A)  # the kernel wrote its output
+
+
+def _benchmark_spec(name: str):
+    """benchmarks/registers.py's launch of one Triton kernel, as a spec."""
+    import importlib.util
+
+    from conftest import ROOT
+
+    loader = importlib.util.spec_from_file_location("registers_benchmark", ROOT / "benchmarks" / "registers.py")
+    benchmark = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(benchmark)
+    data = dict(benchmark.specs()[name])
+    data["kernel"], data["param"] = data.get("kernel", name), data.pop("params")
+    return spec_from_data(data, f"{name}.toml", Path("."))
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_triton_attention_backward_w8_outputs_identical() -> None:
+    """attn_bwd_dkdv at 8 warps as the register pass writes it (~140 descriptors, addresses and epilogue pointers
+    recomputed at their reads) computes dK and dV bit for bit as Triton's PTX does, both assembled by ptxas."""
+    from conftest import ROOT
+
+    from ptxtool.services.optimize import optimize
+
+    path = ROOT / "benchmarks" / "registers" / "triton" / "attn_bwd_dkdv_w8.sm90.ptx"
+    result = optimize(Source(str(path), path.read_text()), passes=("registers",))
+    assert result.verified and result.text != path.read_text()
+    sources = [Source(str(path), path.read_text()), Source("registers.ptx", result.text)]
+    report = run(sources, _benchmark_spec("attn_bwd_dkdv_w8"), ptxas=True)
+    assert report.verdict == "identical", (report.differences, report.fault)

@@ -26,8 +26,8 @@ from ptxtool.isa.caching import coherent
 from ptxtool.isa.values import INVARIANT_SPECIAL_REGISTERS, PURE_INTEGER, STATEFUL, integer_type
 from ptxtool.syntax import ast
 
-MAX_DEPTH = 8  # ops in a chain from a leaf to the candidate
-MAX_OPS = 12  # ops recomputed for one candidate at one use
+MAX_DEPTH = 12  # ops in a chain from a leaf to the candidate
+MAX_OPS = 24  # ops recomputed for one candidate at one use
 
 ReadOnly = Callable[[Op], bool]
 
@@ -208,6 +208,18 @@ class _Trees:
         return spaces in (("global",), ()) and self.readonly is not None and self.readonly(op)
 
 
+def reached(cfg: CFG, loop: Loop, stop: int) -> frozenset[int]:
+    """The blocks control can reach from a loop's header without entering block `stop` (where the value is
+    written again): those whose reads of it keep it live across the loop."""
+    seen, stack = {loop.header}, [loop.header]
+    while stack:
+        for s in cfg.blocks[stack.pop()].successors:
+            if s not in seen and s != stop:
+                seen.add(s)
+                stack.append(s)
+    return frozenset(seen)
+
+
 def candidates(
     cfg: CFG,
     loops: tuple[Loop, ...],
@@ -216,10 +228,11 @@ def candidates(
     pure: bool = False,
     live: Liveness | None = None,
 ) -> tuple[Candidate, ...]:
-    """The registers live at each loop's pressure peak that can be recomputed at all their uses in the loop,
-    outermost loops first, each register once, the widest first within a loop. Only those whose recomputation
-    reloads global memory unless `pure`: ptxas hoists loop-invariant arithmetic (and `.param`/`.const` reads)
-    back out of the loop by itself."""
+    """The registers live throughout each loop's pressure peak that can be recomputed at every read control reaches
+    from the loop (inside it, or after it: a value kept across the loop only for the code after it), outermost
+    loops first, each register once, the widest first within a loop. A value read inside the loop only when its
+    recomputation reloads global memory, unless `pure`: ptxas hoists loop-invariant arithmetic (and
+    `.param`/`.const` reads) back out of the loop by itself; one read only after the loop is recomputed there."""
     live = live or liveness(cfg)
     curve = pressure(cfg, live)
     trees = _Trees(cfg, live, readonly)
@@ -238,19 +251,16 @@ def candidates(
         peak = max(inside, key=lambda i: curve.points[i].units)
         header = cfg.blocks[loop.header]
         through = live.mask_in[header.start] if header.start < header.end else 0  # live throughout the loop
-        exits = 0
-        for b in loop.blocks:
-            for s in cfg.blocks[b].successors:
-                block = cfg.blocks[s]
-                if s not in loop.blocks and block.start < block.end:
-                    exits |= live.mask_in[block.start]
+        after = reached(cfg, loop, -1)
         eligible: dict[str, tuple[int, tuple[int, ...]]] = {}
-        for j in bits(curve.live.masks[peak] & through & ~exits):
+        for j in bits(curve.live.masks[peak] & through):
             key = live.keys[j]
             writer = trees.single_writer(key)
             if key in taken or writer is None or cfg.block_of[writer] in loop.blocks:
                 continue
-            uses = tuple(u for u in readers.get(key, ()) if cfg.block_of[u] in loop.blocks)
+            home = cfg.block_of[writer]
+            region = reached(cfg, loop, home) if home in after else after
+            uses = tuple(u for u in readers.get(key, ()) if cfg.block_of[u] in region)
             if uses and all(id(ops[u].instruction) not in trees.nested and trees.before(writer, u) for u in uses):
                 eligible[key] = (writer, uses)
         # a tree reads as they are only registers that stay live through the loop: none that may be recomputed
@@ -260,7 +270,10 @@ def candidates(
             found = []
             for key, (writer, uses) in eligible.items():
                 tree = trees.tree(writer, anyway)
-                if tree is not None and (pure or _reloads(cfg, tree)):
+                if tree is None:
+                    continue
+                read_inside = any(cfg.block_of[u] in loop.blocks for u in uses)
+                if pure or not read_inside or _reloads(cfg, tree):
                     found.append(Candidate(key, loop.index, tree, uses, registers[key].units, _reloads(cfg, tree)))
             if len(found) == len(eligible):
                 break
