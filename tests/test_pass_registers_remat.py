@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from conftest import CORPUS
 
 from ptxtool.analysis.cfg import build_cfg
 from ptxtool.analysis.loops import find_loops
-from ptxtool.analysis.remat import readonly_loads
+from ptxtool.analysis.remat import MAX_DEPTH, readonly_loads
 from ptxtool.passes.registers.remat import Remat, rematerialize
 from ptxtool.syntax import ast, format_module, parse
 
@@ -293,6 +294,19 @@ def test_a_value_written_on_both_sides_of_a_branch_is_never_recomputed(ptxas: st
     text, done = remat_module(kernel(before, "\tcvt.rn.f32.u32 %f1, %r7;", after="\tst.global.u32 [%rd6], %r7;"))
     assert "%r7" not in rewritten(done["k"])
     registers(ptxas, text, tmp_path)
+
+
+def test_a_long_chain_reading_each_value_three_times_takes_linear_time() -> None:
+    """`mad r(k+1), rk, rk, rk` 400 times, every link read in the loop: trees share their subtrees (3^12 walks
+    per candidate before), and only links within MAX_DEPTH of %tid.x are recomputed."""
+    chain = "\n".join(f"\tmad.lo.s32 %r{100 + k + 1}, %r{100 + k}, %r{100 + k}, %r{100 + k};" for k in range(400))
+    inside = "\n".join(f"\tadd.s32 %r9, %r9, %r{100 + k};" for k in range(1, 401))
+    text = kernel(TABLE_NC + "\n\tmov.u32 %r100, %tid.x;\n" + chain, inside + "\n\tcvt.rn.f32.u32 %f1, %r9;")
+    start = time.perf_counter()
+    _, done = remat_module(text.replace(".reg .b32 %r<10>;", ".reg .b32 %r<600>;"))
+    assert time.perf_counter() - start < 30  # 2.4 s on one shared core
+    chained = {int(r.register[2:]) for r in done["k"] if re.fullmatch(r"%r1\d\d", r.register)}
+    assert chained and max(chained) - 100 < MAX_DEPTH
 
 
 # ---------------------------------------------------------------- nvcc's many-stream loops

@@ -1,13 +1,16 @@
-"""Values a loop keeps live only to read them: where each could be recomputed at its uses inside the loop instead,
-from values that are there anyway (rematerialization candidates).
+"""Values a loop keeps live only to read them: where each could be recomputed at its reads instead, from values
+that are there anyway (rematerialization candidates).
 
 A candidate is a register written once in the function, by an unguarded op outside the loop that dominates every
-use, live at the loop's pressure peak, read inside the loop and dead at its exits. Its recomputation is a tree of
-such ops (isa.values.PURE_INTEGER with integer types, and loads of memory nothing can write while the kernel runs:
-a kernel's own `.param`, `.const`, and global loads `readonly` vouches for) whose leaves are immediates, symbols,
-launch-invariant special registers, or registers live throughout the loop anyway. Every register in the tree is
-written once and its write dominates its reader, so no value in it can change between the original computation
-and the recomputation: a write in between would be a path around the reader's dominator.
+read, and live throughout the loop; it is recomputed at every read control reaches from the loop without passing
+its definition again: inside the loop, and after it (Triton keeps its epilogue's 32 store pointers across the
+whole loop). Its recomputation is a tree of such ops (isa.values.PURE_INTEGER with integer types, and loads of
+memory nothing can write while the kernel runs: a kernel's own `.param`, `.const`, and global loads `readonly`
+vouches for) whose leaves are immediates, symbols, launch-invariant special registers, or registers live
+throughout the loop anyway. Every register in the tree is written once and its write dominates its reader, so no
+value in it can change between the original computation and the recomputation: a write in between would be a path
+around the reader's dominator. Never floating point, predicates, guarded or doubly written values, or loads of
+memory that may change.
 """
 
 from __future__ import annotations
@@ -41,11 +44,18 @@ class Node:
     inputs: tuple[tuple[int, Node], ...] = ()
 
     def ops(self) -> tuple[int, ...]:
-        """The ops of the tree, each once, every op after the ops it reads."""
+        """The ops of the tree, each once, every op after the ops it reads (shared subtrees walked once)."""
         out: dict[int, None] = {}
-        for _, node in self.inputs:
-            out.update(dict.fromkeys(node.ops()))
-        out[self.op] = None
+        seen: set[int] = set()
+
+        def walk(node: Node) -> None:
+            if id(node) not in seen:
+                seen.add(id(node))
+                for _, child in node.inputs:
+                    walk(child)
+                out[node.op] = None
+
+        walk(self)
         return tuple(out)
 
 
@@ -138,8 +148,19 @@ class _Trees:
         ba, bb = self.cfg.block_of[a], self.cfg.block_of[b]
         return a < b if ba == bb else self.cfg.dominates(ba, bb)
 
-    def tree(self, op: int, anyway: int, depth: int = 0) -> Node | None:
-        """The tree recomputing op's result from leaves and registers in `anyway` (a mask), or None."""
+    def tree(self, op: int, anyway: int) -> Node | None:
+        """The tree recomputing op's result from leaves and registers in `anyway` (a mask), or None. Each op is
+        built once per depth, so a chain that reads one value several times costs its length, not 3^depth."""
+        built: dict[tuple[int, int], Node | None] = {}
+
+        def build(op: int, depth: int) -> Node | None:
+            if (op, depth) not in built:
+                built[(op, depth)] = self._node(op, depth, anyway, build)
+            return built[(op, depth)]
+
+        return build(op, 0)
+
+    def _node(self, op: int, depth: int, anyway: int, build: Callable[[int, int], Node | None]) -> Node | None:
         if depth >= MAX_DEPTH or not self.recomputable(self.cfg.linear.ops[op]):
             return None
         o = self.cfg.linear.ops[op]
@@ -156,7 +177,7 @@ class _Trees:
                 return None
             if self.live.bit[key] & anyway:
                 continue
-            node = self.tree(writer, anyway, depth + 1)
+            node = build(writer, depth + 1)
             if node is None:
                 return None
             inputs.append((position, node))
