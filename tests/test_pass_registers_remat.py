@@ -309,6 +309,78 @@ def test_a_long_chain_reading_each_value_three_times_takes_linear_time() -> None
     assert chained and max(chained) - 100 < MAX_DEPTH
 
 
+# ---------------------------------------------------------------- random integer kernels (fixed seeds)
+
+FUZZ_VALUES = 24  # integer values made before the loop, each stored after it
+FUZZ_OPS = ("add.s32", "sub.s32", "mul.lo.s32", "xor.b32", "and.b32", "or.b32", "min.s32", "max.u32")
+
+
+def fuzz_kernel(seed: int) -> str:
+    """A kernel of integer values made from %tid/%ctaid/parameters before a loop (some with `bfe`, `shl`, `mad`,
+    some written again inside the loop: a second writer), read in the loop into an accumulator and stored after
+    it, one word each per thread; out[] needs grid * block * (FUZZ_VALUES + 1) words."""
+    import random
+
+    rng = random.Random(seed)
+    lines = [
+        "ld.param.u64 %rd1, [out];",
+        "cvta.to.global.u64 %rd2, %rd1;",
+        "ld.param.u32 %r1, [n];",
+        "ld.param.u32 %r2, [s];",
+        "mov.u32 %r3, %tid.x;",
+        "mov.u32 %r4, %ctaid.x;",
+        "mov.u32 %r5, %ntid.x;",
+        "mad.lo.s32 %r6, %r4, %r5, %r3;",
+        f"mul.wide.u32 %rd3, %r6, {4 * (FUZZ_VALUES + 1)};",
+        "add.s64 %rd4, %rd2, %rd3;",
+    ]
+    values = ["%r2", "%r3", "%r4", "%r6"]
+    for k in range(FUZZ_VALUES):
+        a, b, c = (rng.choice(values) for _ in range(3))
+        out = f"%r{20 + k}"
+        form = rng.randrange(4)
+        if form == 0:
+            lines.append(f"{rng.choice(FUZZ_OPS)} {out}, {a}, {b};")
+        elif form == 1:
+            lines.append(f"mad.lo.s32 {out}, {a}, {b}, {c};")
+        elif form == 2:
+            lines.append(f"bfe.u32 {out}, {a}, {rng.randrange(24)}, {rng.randrange(1, 9)};")
+        else:
+            lines.append(f"shl.b32 {out}, {a}, {rng.randrange(8)};")
+        values.append(out)
+    lines += ["mov.u32 %r8, 0;", "mov.u32 %r9, 0;", "$LOOP:"]
+    for _ in range(FUZZ_VALUES):
+        lines.append(f"{rng.choice(FUZZ_OPS)} %r9, %r9, {rng.choice(values[4:])};")
+        if rng.random() < 0.15:  # a value the loop changes: never recomputed from its old operands
+            v = rng.choice(values[4:])
+            lines.append(f"add.s32 {v}, {v}, %r8;")
+    lines += ["add.s32 %r8, %r8, 1;", "setp.lt.u32 %p1, %r8, %r1;", "@%p1 bra $LOOP;"]
+    lines += [f"st.global.u32 [%rd4+{4 * j}], {v};" for j, v in enumerate(values[4:])]
+    lines += [f"st.global.u32 [%rd4+{4 * FUZZ_VALUES}], %r9;", "ret;"]
+    body = "\n".join(line if line.endswith(":") else "\t" + line for line in lines)
+    return (
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        ".visible .entry fuzz(.param .u64 out, .param .u32 n, .param .u32 s)\n{\n"
+        "\t.reg .pred %p<2>;\n\t.reg .b32 %r<64>;\n\t.reg .b64 %rd<8>;\n" + body + "\n}\n"
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_integer_kernels_are_accepted_and_only_values_the_loop_keeps_are_recomputed(
+    seed: int, ptxas: str, tmp_path: Path
+) -> None:
+    text = fuzz_kernel(seed)
+    out, done = remat_module(text)
+    head, loop = text.split("$LOOP:")
+    tainted = set(re.findall(r"add\.s32 (%r\d+), %r\d+, %r8;", loop)) - {"%r8"}  # the loop writes them again
+    for line in head.splitlines():  # and every value made from one of them before the loop
+        names = re.findall(r"%r\d+", line)
+        if len(names) > 1 and tainted & set(names[1:]):
+            tainted.add(names[0])
+    assert done["fuzz"] and tainted and not tainted & rewritten(done["fuzz"])
+    registers(ptxas, out, tmp_path)
+
+
 # ---------------------------------------------------------------- nvcc's many-stream loops
 
 

@@ -104,3 +104,32 @@ def test_triton_attention_backward_w8_outputs_identical() -> None:
     sources = [Source(str(path), path.read_text()), Source("registers.ptx", result.text)]
     report = run(sources, _benchmark_spec("attn_bwd_dkdv_w8"), ptxas=True)
     assert report.verdict == "identical", (report.differences, report.fault)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("seed", range(6))
+def test_random_integer_kernels_outputs_identical(seed: int) -> None:
+    """test_pass_registers_remat's random kernels (values made before a loop, read in it, some written again in
+    it, all stored after it) and their rematerialized forms, pure arithmetic included, agree bit for bit."""
+    from test_pass_registers_remat import FUZZ_VALUES, fuzz_kernel
+
+    text = fuzz_kernel(seed)
+    after, done = remat_module(text, pure=True)
+    assert done["fuzz"]
+    grid, block = 32, 128
+    spec = spec_from_data(
+        {
+            "kernel": "fuzz",
+            "grid": grid,
+            "block": block,
+            "param": [
+                {"name": "out", "type": "u32", "count": grid * block * (FUZZ_VALUES + 1), "output": True},
+                {"name": "n", "type": "u32", "value": 5 + seed},
+                {"name": "s", "type": "u32", "value": 0x9E3779B9 >> seed},
+            ],
+        },
+        "fuzz.toml",
+        Path("."),
+    )
+    report = run([Source("fuzz.ptx", text), Source("rematerialized.ptx", after)], spec, ptxas=True)
+    assert report.verdict == "identical", (report.differences, report.fault)
