@@ -539,3 +539,15 @@ def test_triton_attention_backward_w8_loses_most_spills_in_its_loop_by_remat_alo
     )
     written = _numbers(result.text, "sm_90a")["attn_bwd_dkdv"]
     assert (written.registers, written.spill_bytes) == (k.after.registers, k.after.spill_bytes)
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_triton_matmul_the_pass_never_saw_loses_every_spill_by_remat_alone() -> None:
+    """tests/corpus/triton36's matmul (Triton 3.6, 4 warps, 3 stages; not a benchmark input): 288 spill bytes at
+    255 registers under `.reqntid`, all gone once its loop-invariant descriptors and addresses are recomputed."""
+    path = CORPUS / "triton36" / "matmul_w4_s3.sm90a.ptx"
+    result = optimize(Source(path.name, path.read_text()), passes=(NAME,))
+    assert result.verified, result.problems
+    k = _kernel(result, "matmul")
+    assert k.before.spill_bytes > 0 and k.after.spill_bytes == 0 and k.remats and not k.author_bounds_changed
+    assert k.to_data()["loop_spills"]["after"]["instructions"] == 0
