@@ -321,3 +321,40 @@ def test_remat_never_rereads_a_device_functions_param(assemble) -> None:
     _assembles(assemble, text)
     _, done = remat_module(text)
     assert not {"%rd4", "%rd2", "%r1"} & {r.register for r in done["k"]}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="wgmma in the compute part reads the staged tile through a matrix descriptor (an integer made from "
+    "tile's address before the loop): the ring moves only address operands, so consumers read slot 0 every trip",
+)
+def test_wgmma_descriptors_follow_the_ring_slot(assemble) -> None:
+    """`%desc` = (tile >> 4) & 0x3FFF | 1 << 32 before the loop; the consumers' wgmma reads `%desc` unchanged
+    (`__wr_ring+0`) while trip k is staged into slot k mod 2: odd trips multiply slot 0 (stale, or being refilled
+    for trip k+1 after the consumers' arrival on empty). Either the descriptor moves with the slot or the split is
+    refused."""
+    text = STAGED.replace(".target sm_90", ".target sm_90a")
+    text = _planted(
+        text,
+        (".reg .b64 \t%rd<10>;", ".reg .b64 \t%rd<10>;\n\t.reg .f32 \t%acc<4>;\n\t.reg .b64 \t%desc;"),
+        (
+            "\tmov.f32 \t%f1, 0f00000000;\n",
+            "\tmov.f32 \t%f1, 0f00000000;\n\tcvt.u64.u32 \t%desc, %r6;\n\tshr.u64 \t%desc, %desc, 4;\n"
+            "\tand.b64 \t%desc, %desc, 16383;\n\tor.b64 \t%desc, %desc, 4294967296;\n"
+            + "".join(f"\tmov.f32 \t%acc{j}, 0f00000000;\n" for j in range(4)),
+        ),
+        (
+            FMA,
+            FMA + "\twgmma.fence.sync.aligned;\n\twgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32 "
+            "{%acc0, %acc1, %acc2, %acc3}, %desc, %desc, 1, 1, 1;\n\twgmma.commit_group.sync.aligned;\n"
+            "\twgmma.wait_group.sync.aligned 0;\n",
+        ),
+        ("\tst.global.f32 \t[%rd8], %f1;\n", "\tadd.f32 \t%f1, %f1, %acc0;\n\tst.global.f32 \t[%rd8], %f1;\n"),
+    )
+    _assembles(assemble, text)
+    out, _ = _split(text)
+    if out is not None:
+        consumers = out.partition("$__wr_producer:")[0]
+        wgmma = next(line for line in consumers.splitlines() if "wgmma.mma_async" in line)
+        descriptor = wgmma.split("},")[1].split(",")[0].strip()
+        assert descriptor != "%desc", "the consumers' wgmma reads the descriptor of slot 0 on every trip"
