@@ -4,6 +4,8 @@ a correct pass must do; an attempt the passes handle correctly is a plain test (
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from test_pass_registers_remat import TABLE_NC, kernel, remat_module
 from test_pass_warp_roles import STAGED
@@ -230,6 +232,80 @@ REFUSED = {
 }
 
 
+REFUSED |= {
+    # named barrier ids the pass uses for the consumers (1), by any spelling; a register id
+    "named_barrier_1": ([(BEFORE_LOOP, BEFORE_LOOP + "\tbar.sync \t1;\n")], "not a plain CTA barrier"),
+    "barrier_aligned_1": (
+        [(BEFORE_LOOP, BEFORE_LOOP + "\tbarrier.sync.aligned \t1, 128;\n")],
+        "not a plain CTA barrier",
+    ),
+    "bar_arrive": ([(BEFORE_LOOP, BEFORE_LOOP + "\tbar.arrive \t2, 128;\n")], "not a plain CTA barrier"),
+    "barrier_id_in_register": (
+        [(BEFORE_LOOP, BEFORE_LOOP + "\tmov.u32 \t%r13, 0;\n\tbar.sync \t%r13;\n")],
+        "not a plain CTA barrier",
+    ),
+    # producers would skip a cluster barrier every thread of the cluster must arrive at (deadlock)
+    "cluster_barrier": (
+        [(BEFORE_LOOP, BEFORE_LOOP + "\tbarrier.cluster.arrive;\n\tbarrier.cluster.wait;\n")],
+        "not a plain CTA barrier",
+    ),
+    "bar_warp_sync": ([(BEFORE_LOOP, BEFORE_LOOP + "\tbar.warp.sync \t-1;\n")], "not a plain CTA barrier"),
+    # an mbarrier of the kernel's own
+    "own_mbarrier": (
+        [
+            ("tile[512];", "tile[512];\n\t.shared .align 8 .b64 mymbar;"),
+            (BEFORE_LOOP, BEFORE_LOOP + "\tmbarrier.init.shared.b64 \t[mymbar], 128;\n"),
+        ],
+        "shared memory is used outside the loop",
+    ),
+    # block sizes: not whole warps, not declared
+    "block_of_100": ([(".reqntid 128, 1, 1", ".reqntid 100, 1, 1")], "not a whole number of warps"),
+    "block_undeclared": ([(".reqntid 128, 1, 1\n", "")], "not declared one-dimensional"),
+    # the staging part reads the tile it refills (the previous trip's value, in the ring another slot's)
+    "staging_reads_the_tile": (
+        [
+            (
+                "\tst.shared.f32 \t[%r8], %f2;\n",
+                "\tld.shared.f32 \t%f4, [%r8];\n\tadd.f32 \t%f2, %f2, %f4;\n\tst.shared.f32 \t[%r8], %f2;\n",
+            )
+        ],
+        "the staging part reads shared memory",
+    ),
+    # a uniform break out of the compute part: producers would stage on and wait forever
+    "break_in_compute": (
+        [
+            (BEFORE_LOOP, BEFORE_LOOP + "\tshr.u32 \t%r13, %r1, 1;\n"),
+            (FMA, FMA + "\tsetp.eq.u32 \t%p3, %r12, %r13;\n\t@%p3 bra \t$L__done;\n"),
+        ],
+        "a branch leaves the loop's compute part",
+    ),
+    # the staged loop inside an outer loop: producers return after the first outer trip
+    "staged_loop_in_an_outer_loop": (
+        [
+            (
+                "\tmov.f32 \t%f1, 0f00000000;\n\tmov.u32 \t%r12, 0;\n",
+                "\tmov.f32 \t%f1, 0f00000000;\n\tmov.u32 \t%r13, 0;\n$L__outer:\n\tmov.u32 \t%r12, 0;\n"
+                "\tadd.s64 \t%rd5, %rd3, %rd4;\n",
+            ),
+            (
+                "$L__done:\n",
+                "$L__done:\n\tadd.s32 \t%r13, %r13, 1;\n\tsetp.lt.u32 \t%p3, %r13, 2;\n\t@%p3 bra \t$L__outer;\n",
+            ),
+        ],
+        "barrier inside an inner loop",
+    ),
+    # ordered loads and atomics in the staging part
+    "volatile_staging_load": (
+        [("\tld.global.nc.f32 \t%f2, [%rd5];", "\tld.volatile.global.f32 \t%f2, [%rd5];")],
+        "in the staging part (producers must not order or wait)",
+    ),
+    "atomic_staging": (
+        [("\tld.global.nc.f32 \t%f2, [%rd5];", "\tatom.global.add.f32 \t%f2, [%rd5], 0f00000000;")],
+        "in the staging part (producers must not order or wait)",
+    ),
+}
+
+
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_warp_roles_refuses(case: str, assemble) -> None:
     edits, reason = REFUSED[case]
@@ -358,3 +434,36 @@ def test_wgmma_descriptors_follow_the_ring_slot(assemble) -> None:
         wgmma = next(line for line in consumers.splitlines() if "wgmma.mma_async" in line)
         descriptor = wgmma.split("},")[1].split(",")[0].strip()
         assert descriptor != "%desc", "the consumers' wgmma reads the descriptor of slot 0 on every trip"
+
+
+def test_setmaxnreg_is_refused_beside_minnctapersm(assemble) -> None:
+    """.minnctapersm 2 lets ptxas allocate fewer registers than the .maxnreg the pool arithmetic assumes: the
+    consumers' setmaxnreg.inc could then wait forever. Refused."""
+    text = _planted(
+        STAGED.replace(".target sm_90", ".target sm_90a"), (".reqntid 128, 1, 1", ".reqntid 128, 1, 1\n.minnctapersm 2")
+    )
+    _assembles(assemble, text)
+    out, reasons = _split(text, setmaxnreg=True)
+    assert out is None and any(".minnctapersm" in r for r in reasons), reasons
+
+
+def test_setmaxnreg_pool_fits_and_producers_stay_under_their_count(assemble) -> None:
+    """256 consumers + 4 producer warps with setmaxnreg: the pool arithmetic (N·C + 32P·D <= L·(N + 32P), counts
+    multiples of 8 in 24..256, .inc above and .dec below the launch count) holds on the output's own numbers."""
+    text = STAGED.replace(".target sm_90", ".target sm_90a")
+    text = _planted(
+        text,
+        (".reqntid 128, 1, 1", ".reqntid 256, 1, 1"),
+        ("tile[512]", "tile[1024]"),
+        ("shl.b32 \t%r4, %r4, 7;", "shl.b32 \t%r4, %r4, 8;"),
+        ("add.s64 \t%rd5, %rd5, 512;", "add.s64 \t%rd5, %rd5, 1024;"),
+    )
+    out, _ = _split(text, setmaxnreg=True, producer_warps=4)
+    assert out is not None
+    launch = int(re.search(r"^\.maxnreg (\d+)", out, re.M)[1])
+    consumers = int(re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+);", out)[1])
+    producers = int(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+);", out)[1])
+    assert all(c % 8 == 0 and 24 <= c <= 256 for c in (launch, consumers, producers))
+    assert producers < launch < consumers and launch * 384 <= 65536
+    assert 256 * consumers + 128 * producers <= launch * 384
+    _assembles(assemble, out)
