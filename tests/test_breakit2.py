@@ -495,3 +495,51 @@ def test_a_barrier_after_some_consumer_warps_exit_is_not_given_a_count(leave: st
     _assembles(assemble, text)
     out, _ = _split(text)
     assert out is None or "bar.sync 1, 128;" not in out
+
+
+SPLIT_OK = {
+    # the staging part computes the next counter, the tail (run by both roles) reads it: consumers keep it
+    "tail_reads_the_staging_counter": [
+        ("\tld.global.nc.f32 \t%f2, [%rd5];\n", "\tadd.s32 \t%r13, %r12, 1;\n\tld.global.nc.f32 \t%f2, [%rd5];\n"),
+        (
+            "\tadd.s32 \t%r12, %r12, 1;\n\tsetp.lt.u32 \t%p2, %r12, %r1;\n",
+            "\tmov.u32 \t%r12, %r13;\n\tsetp.lt.u32 \t%p2, %r13, %r1;\n",
+        ),
+    ],
+    # three buffers of different alignments in one slot, read with v4/v2 at offsets
+    "buffers_of_mixed_alignment": [
+        (
+            "\t.shared .align 4 .b8 tile[512];\n",
+            "\t.shared .align 4 .b8 flagbuf[4];\n\t.shared .align 16 .b8 tile[512];\n"
+            "\t.shared .align 8 .b8 tileC[24];\n",
+        ),
+        (
+            "\tst.shared.f32 \t[%r8], %f2;\n",
+            "\tst.shared.f32 \t[%r8], %f2;\n\tst.shared.f32 \t[flagbuf], %f2;\n\tst.shared.f32 \t[tileC], %f2;\n",
+        ),
+        (
+            "\tld.shared.f32 \t%f3, [%r11];\n",
+            "\tld.shared.v4.f32 \t{%f3, %f4, %f5, %f0}, [tile];\n\tld.shared.v2.f32 \t{%f4, %f5}, [tileC+8];\n"
+            "\tadd.f32 \t%f3, %f3, %f4;\n",
+        ),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_OK))
+def test_warp_roles_splits_correctly(case: str, assemble) -> None:
+    text = _planted(STAGED, *SPLIT_OK[case])
+    _assembles(assemble, text)
+    out, reasons = _split(text)
+    assert out is not None, reasons
+    consumers = out.partition("$__wr_producer:")[0]
+    if case == "tail_reads_the_staging_counter":
+        loop = consumers[consumers.index("$L__loop:") :]
+        assert loop.index("add.s32 %r13, %r12, 1;") < loop.index("setp.lt.u32 %p2, %r13, %r1;")
+    else:
+        # each slot is a multiple of 16 bytes and every buffer keeps its alignment within it
+        ring = int(re.search(r"\.shared \.align 16 \.b8 __wr_ring\[(\d+)\];", out)[1])
+        assert ring % 32 == 0
+        assert re.search(r"ld\.shared\.v4\.f32 \{[^}]*\}, \[%wr_a\d\+(\d+)\];", consumers)[1] == "16"
+        assert re.search(r"ld\.shared\.v2\.f32 \{[^}]*\}, \[%wr_a\d\+(\d+)\];", consumers)[1] == "536"
+    _assembles(assemble, out)
