@@ -101,7 +101,8 @@ _OPTIMIZE = {
 # [tool.ptxtool.tune]: the keys of a tune space, the same as in a launch spec's [tune] table and a --space file,
 # whose values services/tuning/space.py checks for all three (tests/test_tune.py holds these names to its KEYS).
 _TUNE = (
-    *("block", "grid", "args", "cache_operators", "noalias", "generators", "combine", "max_candidates", "prune"),
+    *("block", "grid", "args", "cache_operators", "registers", "warp_roles", "noalias", "generators", "combine"),
+    *("max_candidates", "prune"),
     *("objective", "neighbour_mib", "budget_s", "gpus", "launches", "min_rounds", "warmup", "confidence"),
     *("min_gain", "kernel_slack"),
 )

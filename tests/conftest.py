@@ -14,21 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))  # real nvcc/Triton/hand-written PTX
 
+
+def spec_ptx(directory: Path) -> dict[str, str]:
+    """Each launch spec in a directory that names its PTX (`ptx = "..."`, read by the spec loader): stem -> file."""
+    from ptxtool.services.launch import load_spec
+
+    specs = ((p.stem, load_spec(str(p)).ptx) for p in sorted(directory.glob("*.toml")))
+    return {stem: ptx.name for stem, ptx in specs if ptx is not None}
+
+
 # Each sample launch spec and the corpus PTX (copied into samples/) that holds its kernel.
-SPEC_PTX = {
-    "saxpy": "elementwise.sm90.ptx",
-    "daxpy_grid_stride": "elementwise.sm90.ptx",
-    "hadd2": "elementwise.sm90.ptx",
-    "bf16_gelu": "elementwise.sm90.ptx",
-    "math_mix": "elementwise.sm90.ptx",
-    "block_sum": "reduce.sm90.ptx",
-    "count_positive": "reduce.sm90.ptx",
-    "histogram": "reduce.sm90.ptx",
-    "grid_reduce_cg": "reduce.sm90.ptx",
-    "match_and_redux": "reduce.sm90.ptx",
-    "plain_copy": "comm.sm90.ptx",
-    "streaming_scale": "comm.sm90.ptx",
-}
+SPEC_PTX = spec_ptx(SAMPLES)
 
 
 def ptx_files(directory: Path) -> list[Path]:

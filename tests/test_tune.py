@@ -5,9 +5,11 @@ driver. The GPU half is tests/test_worker.py."""
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,17 +38,23 @@ from ptxtool.toolchain.timing import Interval, corrected, median_interval, order
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 COMM = SAMPLES / "comm.sm90.ptx"
 ELEMENTWISE = SAMPLES / "elementwise.sm90.ptx"
+DATA = Path(__file__).resolve().parent / "data"
+PRESSURE = Path(__file__).resolve().parent / "corpus" / "ptx" / "pressure.sm90.ptx"  # nvcc's launch bounds
+LONG_LIVE_RANGES = DATA / "registers" / "long_live_ranges.toml"
+STAGED = DATA / "warp_roles" / "staged.ptx"  # a two-barrier staged tile loop, .reqntid 128
 
 
 def invoke(*args: str):
     return CliRunner().invoke(main, ["tune", *args])
 
 
-def context(spec: str = "plain_copy", ptx: Path = COMM, **space) -> Context:
+def context(spec: str | Path = "plain_copy", ptx: Path = COMM, **space) -> Context:
+    """A tuning context; the register and warp-role generators stay off unless a test names them."""
     source = read_source(str(ptx))
-    loaded = load_spec(str(SAMPLES / f"{spec}.toml"))
+    loaded = load_spec(str(spec if isinstance(spec, Path) else SAMPLES / f"{spec}.toml"))
     module = parse(source.text)
     kernel = next(k.name for k in module.kernels if k.name == loaded.kernel)
+    space = {"registers": False, "warp_roles": False} | space
     return Context(source, module, kernel, "sm_90", loaded, read_layer(Space(), space, "test.toml"))
 
 
@@ -88,6 +96,16 @@ def test_layers_override_in_order() -> None:
         ({"args": {"n": []}}, "tune setting `args.n`"),
         ({"generators": ["nope"]}, "unknown generator 'nope'"),
         ({"grid": {"from": 1, "to": 100000, "step": 1}}, "more than 4096 values"),
+        (
+            {"registers": ["caps"]},
+            "tune setting `registers`: unknown kind 'caps' (known: maxntid, minnctapersm, maxnreg",
+        ),
+        ({"registers": "all"}, "tune setting `registers`: a list of strings"),
+        ({"warp_roles": 3}, "tune setting `warp_roles`: true, false or a table"),
+        ({"warp_roles": {"variant": ["fast"]}}, "tune setting `warp_roles.variant`: unknown variant 'fast'"),
+        ({"warp_roles": {"producer_warps": [0]}}, "tune setting `warp_roles.producer_warps`: whole numbers from 1"),
+        ({"warp_roles": {"stages": [2.5]}}, "tune setting `warp_roles.stages`: positive whole numbers"),
+        ({"warp-roles": {"stage": [2]}}, "tune setting `warp-roles.stage`: unknown (known: variant"),
     ],
 )
 def test_space_mistakes_name_the_file_and_key(table: dict, message: str) -> None:
@@ -108,6 +126,28 @@ def test_space_file_mistakes_exit_2_with_file_and_key(tmp_path: Path) -> None:
     space.write_text("args = { n = [1.5] }\n")
     result = invoke(str(COMM), "-s", str(SAMPLES / "plain_copy.toml"), "--space", str(space), "--dry-run")
     assert result.exit_code == 2 and "1.5 is not a s32 value" in result.output
+
+
+def test_register_and_warp_role_settings() -> None:
+    space = read_layer(
+        Space(),
+        {
+            "registers": ["minnctapersm", "remat"],
+            "warp-roles": {
+                "variant": ["split"],
+                "producer-warps": ["default", 2],
+                "stages": {"from": 2, "to": 6, "step": 2},
+            },
+        },
+        "s.toml",
+    )
+    assert space.registers == ("minnctapersm", "remat")
+    assert space.warp_roles.settings() == [("split", p, s) for p in (None, 2) for s in (2, 4, 6)]
+    off = read_layer(Space(), {"registers": False, "warp_roles": False}, "s.toml")
+    assert off.registers == () and off.warp_roles.settings() == []
+    assert read_layer(Space(), {"registers": True}, "s").registers == Space().registers
+    data = json.loads(json.dumps(space.to_data()))  # the cache key and --json hold the space
+    assert data["warp_roles"] == {"variant": ["split"], "producer_warps": ["default", 2], "stages": [2, 4, 6]}
 
 
 def test_config_knows_every_tune_key() -> None:
@@ -199,6 +239,19 @@ def test_combine_and_the_limit(ptxas: str) -> None:
         )
 
 
+def test_combine_leaves_a_code_candidate_with_its_own_launch_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split kernel needs the block its generator gave it: tried at another launch it would be another kernel."""
+
+    def own_block(c: Context):
+        launch = replace(c.input.launch, block=(512, 1, 1))
+        yield Candidate("grown", "planted", c.source.text + "\n// grown\n", launch, code_changed=True)
+        yield Candidate("same", "planted", c.source.text + "\n// same\n", c.input.launch, code_changed=True)
+
+    monkeypatch.setitem(GENERATORS, "planted", Generator("planted", "code", own_block))
+    found = make_candidates(context(generators=["planted", "launch"], grid=[20], combine=True), "t")
+    assert [x.name for x in found] == ["input", "grown", "same", "grid=20", "same grid=20"]
+
+
 def test_a_registered_generator_adds_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     def twice(c: Context):
         yield Candidate("planted", "planted", c.source.text + "\n// planted\n", c.input.launch, code_changed=True)
@@ -239,9 +292,138 @@ def test_pruned_by_ptxas_numbers() -> None:
             Candidate("grid", "x", "", c.input.launch, launch_changed=True), tune_service.Resources(18, 0, 0, 0.5, "")
         ),
     ]
+    judged = Candidate("capped", "registers", "", c.input.launch, True, judged=True)  # its generator ruled already
+    worse.append(tune_service.CandidateResult(judged, tune_service.Resources(32, 8, 0, 0.5, "")))
     tune_service._prune(worse, Space())
-    assert [r.status for r in worse[1:]] == ["pruned", "pruned", "not run"]
+    assert [r.status for r in worse[1:]] == ["pruned", "pruned", "not run", "not run"]
     assert "spills 8 bytes (the input 0)" in worse[1].problem and "occupancy 50% (the input 100%)" in worse[2].problem
+
+
+# ---------------------------------------------------------------- the register and warp-role generators
+
+
+def spec_file(tmp_path: Path, kernel: str, grid: int, block: int, params: str) -> Path:
+    path = tmp_path / f"{kernel}.toml"
+    path.write_text(f'kernel = "{kernel}"\ngrid = {grid}\nblock = {block}\n{params}')
+    return path
+
+
+NBODY_PARAMS = """
+[[param]]
+name = "pos"
+type = "f32"
+count = 131072
+[[param]]
+name = "acc"
+type = "f32"
+count = 131072
+output = true
+[[param]]
+name = "n"
+type = "s32"
+value = 32768
+[[param]]
+name = "eps2"
+type = "f32"
+value = 0.01
+"""
+STAGED_PARAMS = """
+[[param]]
+name = "a"
+type = "f32"
+count = 2048
+[[param]]
+name = "out"
+type = "f32"
+count = 512
+output = true
+[[param]]
+name = "n"
+type = "u32"
+value = 4
+"""
+
+
+def test_register_variants_that_spill_inside_loops_are_notes_not_candidates(ptxas: str, tmp_path: Path) -> None:
+    """nbody_tile is register-limited: the pass's caps buy blocks per SM, and the tighter one spills in the
+    body loop (ptxas's numbers, mapped to loops through the SASS): it is never timed."""
+    spec = spec_file(tmp_path, "nbody_tile", 64, 128, NBODY_PARAMS)
+    c = context(spec, PRESSURE, registers=True, generators=["registers"])
+    found = make_candidates(c, "t")
+    pruned = [n.split(": not timed: ")[0] for n in c.notes if "adds spills inside loops" in n]
+    assert pruned and len(found) > 1, c.notes
+    assert not {x.name for x in found} & set(pruned)
+    assert all(x.origin == "registers" and x.judged and x.code_changed and not x.launch_changed for x in found[1:])
+    assert all(x.launch == c.input.launch for x in found)
+
+
+def test_register_candidates_are_minimal_edits_and_the_space_narrows_them(ptxas: str) -> None:
+    """long_live_ranges: nvcc's `.minnctapersm 2` forces 944 bytes of spills; relaxing it is one line."""
+    c = context(LONG_LIVE_RANGES, PRESSURE, registers=True, generators=["registers"])
+    found = {x.name: x for x in make_candidates(c, "t")}
+    relaxed = found["registers:.minnctapersm 2 -> 1"]
+    diff = difflib.unified_diff(c.source.text.splitlines(), relaxed.text.splitlines(), lineterm="", n=0)
+    assert [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")] == [
+        "-.minnctapersm 2",
+        "+.minnctapersm 1",
+    ]
+    assert dict(relaxed.settings)["kinds"] == ("minnctapersm",)
+    narrow = context(LONG_LIVE_RANGES, PRESSURE, registers=["minnctapersm"], generators=["registers"])
+    assert [x.name for x in make_candidates(narrow, "t")] == ["input", "registers:.minnctapersm 2 -> 1"]
+    assert any("changes smem-spilling, which the space leaves out" in n for n in narrow.notes), narrow.notes
+
+
+def test_warp_role_refusals_are_notes_naming_every_setting(ptxas: str) -> None:
+    """plain_copy has no staged tile loop: no candidate, and every setting tried is named with the pass's reason."""
+    c = context(warp_roles=True, generators=["warp-roles"])
+    assert [x.name for x in make_candidates(c, "t")] == ["input"]
+    refusals = [n.removeprefix("warp-roles ").split(": no candidate: ") for n in c.notes]
+    assert refusals and all(len(r) == 2 and r[1] for r in refusals), c.notes
+    named = sorted(
+        (v, p, int(s))
+        for r in refusals
+        for label in r[0].split(", ")  # `split P=default/1 S=2/3/4`: every combination of those values
+        for words in [re.fullmatch(r"(\S+) P=(\S+) S=(\S+)", label).groups()]
+        for v, p, s in itertools.product(*(w.split("/") for w in words))
+    )
+    settings = c.space.warp_roles.settings()
+    assert named == sorted((v, "default" if p is None else str(p), s) for v, p, s in settings)
+
+
+def test_a_split_for_another_block_than_the_spec_launches_is_no_candidate(ptxas: str, tmp_path: Path) -> None:
+    """The pass splits staged for its declared 128 threads; a spec launching 64 would make other consumers."""
+    spec = spec_file(tmp_path, "staged", 4, 64, STAGED_PARAMS)
+    roles = {"variant": ["split"], "producer_warps": ["default"], "stages": [2]}
+    c = context(spec, STAGED, warp_roles=roles, generators=["warp-roles"])
+    assert [x.name for x in make_candidates(c, "t")] == ["input"]
+    assert c.notes == [
+        "warp-roles split P=default S=2: no candidate: the pass splits for the kernel's declared "
+        "block 128; the spec launches 64"
+    ]
+
+
+def test_every_sample_spec_names_the_ptx_that_holds_its_kernel() -> None:
+    from conftest import SPEC_PTX
+
+    from ptxtool.services.launch import find_kernel
+
+    specs = sorted(SAMPLES.glob("*.toml"))
+    assert set(SPEC_PTX) == {p.stem for p in specs}
+    for path in specs:
+        spec = load_spec(str(path))
+        assert spec.ptx == SAMPLES / SPEC_PTX[path.stem] and spec.ptx.is_file()
+        find_kernel(parse(spec.ptx.read_text()), spec.kernel, str(spec.ptx))
+
+
+def test_the_spec_ptx_key_is_checked(tmp_path: Path) -> None:
+    text = (SAMPLES / "plain_copy.toml").read_text()
+    path = tmp_path / "copy.toml"
+    path.write_text(text)
+    assert load_spec(str(path)).ptx == tmp_path / "comm.sm90.ptx"  # relative to the spec; a copy still loads
+    for value, message in (("3", "`ptx` must be str; got 3"), ('""', "`ptx` must name a file")):
+        path.write_text(text.replace('ptx = "comm.sm90.ptx"', f"ptx = {value}"))
+        with pytest.raises(InputError, match=message):
+            load_spec(str(path))
 
 
 # ---------------------------------------------------------------- statistics and the decision

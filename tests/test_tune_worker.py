@@ -23,6 +23,8 @@ from ptxtool.toolchain.gpu import DeviceInfo, KernelFault, LaunchRefused, Loaded
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 COMM = SAMPLES / "comm.sm90.ptx"
+PRESSURE = Path(__file__).resolve().parent / "corpus" / "ptx" / "pressure.sm90.ptx"
+STAGED = Path(__file__).resolve().parent / "data" / "warp_roles" / "staged.ptx"
 DEVICE = DeviceInfo("Fake H200", "sm_90", 132, 1 << 20, 8 << 30, "13.0")
 
 
@@ -210,9 +212,14 @@ value = 4096
 
 
 def tune(fresh: bool = True, **config) -> tune_service.TuneResult:
-    config.setdefault("cache_operators", [])
+    config = {"cache_operators": [], "registers": False, "warp_roles": False} | config
     options = tune_service.Options(FakeGpu.SPEC, config=config, fresh=fresh)
     return tune_service.execute(options, [read_source(str(COMM))])
+
+
+def tune_file(ptx: Path, spec: Path, dry_run: bool = False, **config) -> tune_service.TuneResult:
+    options = tune_service.Options(str(spec), config=config, dry_run=dry_run, fresh=True)
+    return tune_service.execute(options, [read_source(str(ptx))])
 
 
 def by_name(result) -> dict:
@@ -342,3 +349,115 @@ def test_an_input_that_differs_from_itself_is_bad_input(fake, monkeypatch: pytes
     plant(monkeypatch, fake, "same", Behaviour(copy, 10.0))
     with pytest.raises(InputError, match="the input plain_copy, run twice on the same inputs: dst\\[0\\]"):
         tune(generators=["same"])
+
+
+# ---------------------------------------------------------------- the register and warp-role generators
+
+SMALL_LONG_LIVE_RANGES = """kernel = "long_live_ranges"
+grid = 264
+block = 1024
+[[param]]
+name = "x"
+type = "f64"
+count = 24576
+[[param]]
+name = "y"
+type = "f64"
+count = 24576
+output = true
+[[param]]
+name = "n"
+type = "s32"
+value = 1024
+"""
+
+
+def copy_doubles(memory: FakeGpu, grid, block, args) -> None:
+    """long_live_ranges as far as the outputs go here: y from x, 24 doubles per element."""
+    x, y = (int.from_bytes(a, "little") for a in args[:2])
+    memory.write(y, memory.read(x, 24 * 8 * int.from_bytes(args[2], "little", signed=True)))
+
+
+def test_register_variants_are_verified_and_timed_and_the_faster_wins(
+    fake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The relaxed bound lowers occupancy (tune's own pruning would drop it): the pass judged it, so it is timed."""
+    spec = tmp_path / "llr.toml"
+    spec.write_text(SMALL_LONG_LIVE_RANGES)
+    dry = tune_file(PRESSURE, spec, dry_run=True, generators=["registers"])
+    c = by_name(dry)
+    relaxed = c["registers:.minnctapersm 2 -> 1"]
+    assert relaxed.resources.occupancy < c["input"].resources.occupancy and relaxed.status == "not run"
+    assert relaxed.resources.spill_bytes < c["input"].resources.spill_bytes
+    fake[PRESSURE.read_text()] = Behaviour(copy_doubles, 10.0)
+    for x in dry.candidates[1:]:
+        fake[x.candidate.text] = Behaviour(copy_doubles, 5.0 if x is relaxed else 11.0)
+    result = tune_file(PRESSURE, spec, generators=["registers"], launches=64)
+    c = by_name(result)
+    assert all(x.status == "identical" for x in result.candidates[1:]), [(x.name, x.status) for x in result.candidates]
+    assert result.winner == "registers:.minnctapersm 2 -> 1" and c[result.winner].ratio.high < 0.6
+
+
+SMALL_STAGED = """kernel = "staged"
+grid = 4
+block = 128
+[[param]]
+name = "a"
+type = "f32"
+count = 2048
+[[param]]
+name = "out"
+type = "f32"
+count = 512
+output = true
+[[param]]
+name = "n"
+type = "u32"
+value = 4
+"""
+
+
+def staged(block_made_for: int) -> Callable:
+    """The staged kernel's outputs (out from a, one float per consumer thread) when launched with the block its
+    code was made for; any other block computes something else (a split's producers would not stage the tiles)."""
+
+    def run(memory: FakeGpu, grid, block, args) -> None:
+        a, out = (int.from_bytes(x, "little") for x in args[:2])
+        data = memory.read(a, grid[0] * 128 * 4)
+        memory.write(out, data if block[0] == block_made_for else data[::-1])
+
+    return run
+
+
+def test_warp_role_splits_run_with_the_block_the_split_declares(
+    fake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each split is launched with the block its `.reqntid` states (consumer %tid unchanged), checked bit for bit
+    as a change of code; the same text at the spec's block gives other outputs, which is a finding (exit 1)."""
+    from ptxtool.analysis.launch_bounds import block_bounds
+    from ptxtool.syntax import parse
+
+    spec = tmp_path / "staged.toml"
+    spec.write_text(SMALL_STAGED)
+    dry = tune_file(STAGED, spec, dry_run=True, generators=["warp-roles"])
+    splits = [x.candidate for x in dry.candidates if x.candidate.origin == "warp-roles"]
+    assert splits, dry.notes
+    for x in splits:
+        declared = block_bounds(next(f for f in parse(x.text).kernels if f.name == "staged"))
+        assert declared.exact and x.launch.block == (*declared.dims, 1, 1)[:3] and x.launch.block[0] > 128
+        assert x.launch.grid == (4, 1, 1) and x.code_changed and not x.launch_changed
+        assert f"block={x.launch.block[0]}" in x.name
+    fake[STAGED.read_text()] = Behaviour(staged(128), 10.0)
+    for x in splits:
+        fake[x.text] = Behaviour(staged(x.launch.block[0]), 8.0)
+    first = splits[0]
+
+    def mislaunched(c: Context):
+        yield Candidate("mislaunched", "planted", first.text, c.input.launch, code_changed=True)
+
+    monkeypatch.setitem(GENERATORS, "mislaunched", Generator("mislaunched", "code", mislaunched))
+    result = tune_file(STAGED, spec, generators=["warp-roles", "mislaunched"], launches=64)
+    c = by_name(result)
+    assert all(c[x.name].status == "identical" for x in splits)
+    assert c["mislaunched"].status == "differ" and result.exit_code == 1
+    assert c[result.winner].candidate.origin == "warp-roles" and c[result.winner].ratio.high < 0.9

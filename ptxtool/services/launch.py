@@ -54,7 +54,19 @@ FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
 INITS = ("random", "iota", "constant", "zeros", "npy")
 POINTER_BYTES = 8
 
-_SPEC_KEYS = {"kernel", "grid", "block", "shared_bytes", "cooperative", "seed", "trials", "poison", "param", "tune"}
+_SPEC_KEYS = {
+    "kernel",
+    "ptx",
+    "grid",
+    "block",
+    "shared_bytes",
+    "cooperative",
+    "seed",
+    "trials",
+    "poison",
+    "param",
+    "tune",
+}
 _SCALAR_KEYS = {"name", "type", "value"}
 _BUFFER_KEYS = {"name", "type", "count", "init", "range", "value", "start", "step", "file", "output", "rtol", "atol"}
 
@@ -131,6 +143,7 @@ class LaunchSpec:
     block: tuple[int, int, int]
     params: tuple[Param, ...]
     kernel: str | None = None
+    ptx: Path | None = None  # the PTX file that holds the kernel, when the spec names one (`ptx`, beside the spec)
     shared_bytes: int = 0
     cooperative: bool = False
     seed: int = DEFAULT_SEED
@@ -198,6 +211,7 @@ def spec_from_data(data: dict[str, Any], path: str, base: Path) -> LaunchSpec:
         block=_dims(data["block"], "block", fail),
         params=params,
         kernel=_typed(data, "kernel", str, None, fail),
+        ptx=_ptx_path(data, base, fail),
         shared_bytes=_count(data, "shared_bytes", 0, fail),
         cooperative=_typed(data, "cooperative", bool, False, fail),
         seed=_typed(data, "seed", int, DEFAULT_SEED, fail),
@@ -265,6 +279,15 @@ def _param(raw: dict[str, Any], index: int, base: Path, fail) -> Param:
         rtol=float(tolerances["rtol"]),
         atol=float(tolerances["atol"]),
     )
+
+
+def _ptx_path(data: dict[str, Any], base: Path, fail) -> Path | None:
+    """`ptx = "kernels.ptx"`: the file that holds the spec's kernel, relative to the spec. Not opened here: `run`
+    and `bench` take their files on the command line, and a spec copied elsewhere still launches the same kernel."""
+    name = _typed(data, "ptx", str, None, fail)
+    if name is not None and not name:
+        raise fail("`ptx` must name a file (relative to the spec)")
+    return None if name is None else (base / name).resolve()
 
 
 def _npy_path(raw: dict[str, Any], base: Path, where: str, fail) -> Path:

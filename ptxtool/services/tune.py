@@ -260,11 +260,12 @@ def _resources(candidate: Candidate, context: Context) -> Resources:
 
 def _prune(results: list[CandidateResult], space: Space) -> None:
     """With `prune`, a candidate that changes only code and has new spills or a lower occupancy is not timed:
-    ptxas's numbers already say it costs more, and the budget is better spent on the others."""
+    ptxas's numbers already say it costs more, and the budget is better spent on the others. A generator that
+    trades these numbers on purpose (register caps, the warp-role split) has ruled on them itself (`judged`)."""
     base = results[0].resources
     for c in results[1:]:
         r = c.resources
-        if not space.prune or c.candidate.launch_changed:
+        if not space.prune or c.candidate.launch_changed or c.candidate.judged:
             continue
         if r.spill_bytes > base.spill_bytes:
             c.status, c.problem = "pruned", f"spills {r.spill_bytes} bytes (the input {base.spill_bytes})"

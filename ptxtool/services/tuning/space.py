@@ -2,8 +2,9 @@
 `[tune]` table, `--space` and the flags, checked with file and key) and the candidates it makes (docs/tune.md).
 
 Candidates come from generators in a table: each takes the tuning context and returns candidates that change the
-code (`kind = "code"`: the cache-operator policies today; register caps and warp roles later) or the launch
-(`kind = "launch"`: block, grid, scalar arguments). A new source of candidates is one `register_generator` call.
+code (`kind = "code"`: the cache-operator policies, the register pass's bounds and rematerialization, the warp-role
+split) or the launch (`kind = "launch"`: block, grid, scalar arguments). A new source of candidates is one
+`register_generator` call.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import hashlib
 import itertools
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ptxtool.analysis.launch_bounds import REQNTID
 from ptxtool.errors import InputError
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
+from ptxtool.passes.registers.bounds import Bounds
+from ptxtool.passes.warp_roles import VARIANTS as ROLE_VARIANTS
 from ptxtool.services.launch import DTYPES, FLOAT_TYPES, LaunchSpec, Scalar
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
@@ -39,6 +43,29 @@ CACHE_VARIANTS: dict[str, dict[str, Any]] = {
     "evict-first": {"l2_evict_first": True},
     "na-stores": {"store_hint": "L1::no_allocate"},
 }
+# what a register-pass variant may change: a field of the bounds it sets (never the exact block), or the body
+# ("remat"); tuning/registers.py tells them apart by the kernel it makes
+REGISTER_KINDS = (
+    *(f.name.replace("_", "-") for f in fields(Bounds) if f.name != REQNTID.lstrip(".")),
+    "remat",
+)
+DEFAULT_PRODUCERS = "default"  # producer_warps: the pass's own choice (RoleSettings.producer_warps = None)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSpace:
+    """The warp-role pass settings tune tries, every combination; a setting the pass refuses is a note."""
+
+    variants: tuple[str, ...] = ROLE_VARIANTS
+    producer_warps: tuple[int | None, ...] = (None, 1)  # None: the pass's default (one producer thread per consumer)
+    stages: tuple[int, ...] = (2, 3, 4)
+
+    def to_data(self) -> dict[str, Any]:
+        producers = [DEFAULT_PRODUCERS if p is None else p for p in self.producer_warps]
+        return {"variant": list(self.variants), "producer_warps": producers, "stages": list(self.stages)}
+
+    def settings(self) -> list[tuple[str, int | None, int]]:
+        return list(itertools.product(self.variants, self.producer_warps, self.stages))
 
 
 # ---------------------------------------------------------------- the space
@@ -52,6 +79,8 @@ class Space:
     grid: tuple[Dims, ...] = ()
     args: tuple[tuple[str, tuple[int | float, ...]], ...] = ()  # scalar parameter -> values to try
     cache_operators: tuple[str, ...] = tuple(CACHE_VARIANTS)
+    registers: tuple[str, ...] = REGISTER_KINDS  # kinds of register-pass variants to try (empty: none)
+    warp_roles: RoleSpace = RoleSpace()
     noalias: tuple[str, ...] = ()  # kernels the user declares alias-free (as `optimize --noalias`)
     generators: tuple[str, ...] | None = None  # None: every registered generator
     combine: bool = False  # also every code candidate at every launch candidate
@@ -71,6 +100,7 @@ class Space:
     def to_data(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__slots__}
         data["args"] = {name: list(values) for name, values in self.args}
+        data["warp_roles"] = self.warp_roles.to_data()
         return data
 
 
@@ -149,6 +179,46 @@ def _cache_operators(value: Any, key: str, where: str) -> tuple[str, ...]:
     return names
 
 
+def _registers(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, bool):
+        return REGISTER_KINDS if value else ()
+    names = _strings(value, key, where)
+    unknown = [n for n in names if n not in REGISTER_KINDS]
+    if unknown:
+        raise _fail(where, key, f"unknown kind {unknown[0]!r} (known: {', '.join(REGISTER_KINDS)})")
+    return names
+
+
+def _warp_roles(value: Any, key: str, where: str) -> RoleSpace:
+    """true (the default space), false (none), or a table narrowing `variant`, `producer_warps`, `stages`."""
+    if isinstance(value, bool):
+        return RoleSpace() if value else RoleSpace((), (), ())
+    if not isinstance(value, dict):
+        raise _fail(where, key, f"true, false or a table of variant, producer_warps, stages; got {value!r}")
+    unknown = sorted(set(value) - {"variant", "producer_warps", "producer-warps", "stages"})
+    if unknown:
+        raise _fail(where, f"{key}.{unknown[0]}", "unknown (known: variant, producer_warps, stages)")
+    space = RoleSpace()
+    if "variant" in value:
+        variants = _strings(value["variant"], f"{key}.variant", where)
+        wrong = [v for v in variants if v not in ROLE_VARIANTS]
+        if wrong:
+            raise _fail(where, f"{key}.variant", f"unknown variant {wrong[0]!r} (known: {', '.join(ROLE_VARIANTS)})")
+        space = replace(space, variants=variants)
+    producers = value.get("producer_warps", value.get("producer-warps"))
+    if producers is not None:
+        given = _expand(producers, f"{key}.producer_warps", where)
+        if not all(v == DEFAULT_PRODUCERS or (type(v) is int and 1 <= v <= 32) for v in given):
+            raise _fail(where, f"{key}.producer_warps", f'whole numbers from 1 to 32 or "default"; got {producers!r}')
+        space = replace(space, producer_warps=tuple(None if v == DEFAULT_PRODUCERS else v for v in given))
+    if "stages" in value:
+        stages = _expand(value["stages"], f"{key}.stages", where)
+        if not all(_positive_int(v) for v in stages):
+            raise _fail(where, f"{key}.stages", f"positive whole numbers; got {value['stages']!r}")
+        space = replace(space, stages=tuple(stages))
+    return space
+
+
 def _generators(value: Any, key: str, where: str) -> tuple[str, ...]:
     names = _strings(value, key, where)
     unknown = [n for n in names if n not in GENERATORS]
@@ -176,6 +246,8 @@ _READERS: dict[str, Callable[[Any, str, str], Any]] = {
     "block": lambda v, k, w: tuple(_dims(x, k, w) for x in _expand(v, k, w)),
     "grid": lambda v, k, w: tuple(_dims(x, k, w) for x in _expand(v, k, w)),
     "cache_operators": _cache_operators,
+    "registers": _registers,
+    "warp_roles": _warp_roles,
     "noalias": _strings,
     "generators": _generators,
     "combine": _flag,
@@ -272,8 +344,9 @@ class Candidate:
     text: str
     launch: Launch
     code_changed: bool = False
-    launch_changed: bool = False
+    launch_changed: bool = False  # a launch the space asked for (a code change may bring its own: warp roles' block)
     settings: tuple[tuple[str, Any], ...] = ()
+    judged: bool = False  # its generator already ruled on ptxas's numbers: tune's own pruning leaves it alone
 
     @property
     def digest(self) -> str:
@@ -391,25 +464,42 @@ def launch_candidates(context: Context) -> Iterable[Candidate]:
         if launch == context.input.launch:
             continue
         changed = (("block", block, spec.block), ("grid", grid, spec.grid))
-        parts = [f"{key}={_dims_text(new)}" for key, new, old in changed if new != old]
+        parts = [f"{key}={dims_text(new)}" for key, new, old in changed if new != old]
         parts += [f"{n}={v}" for n, v in args]
         yield Candidate(" ".join(parts), "launch", context.source.text, launch, launch_changed=True)
 
 
-def _dims_text(dims: Dims) -> str:
+def dims_text(dims: Dims) -> str:
     used = list(dims)
     while len(used) > 1 and used[-1] == 1:
         used.pop()
     return "x".join(map(str, used))
 
 
+def register_candidates(context: Context) -> Iterable[Candidate]:
+    """The register pass's bounds, caps and rematerialized variants that survive its ptxas rules (registers.py)."""
+    from ptxtool.services.tuning.registers import candidates
+
+    return candidates(context)
+
+
+def warp_role_candidates(context: Context) -> Iterable[Candidate]:
+    """The warp-role split for every variant, P and S the space names, each at the block it needs (roles.py)."""
+    from ptxtool.services.tuning.roles import candidates
+
+    return candidates(context)
+
+
 register_generator(Generator("cache-operators", "code", cache_operator_candidates))
+register_generator(Generator("registers", "code", register_candidates))
+register_generator(Generator("warp-roles", "code", warp_role_candidates))
 register_generator(Generator("launch", "launch", launch_candidates))
 
 
 def make_candidates(context: Context, where: str) -> list[Candidate]:
-    """The input first, then each generator's candidates in table order (with `combine`, every code candidate at
-    every launch candidate too); identical work (same text, same launch) once. Too many is an InputError."""
+    """The input first, then each generator's candidates in table order (with `combine`, every code candidate that
+    keeps the spec's launch at every launch candidate too); identical work (same text, same launch) once. Too many
+    is an InputError."""
     chosen = context.space.generators or tuple(GENERATORS)
     made: dict[str, list[Candidate]] = {"code": [], "launch": []}
     for name in chosen:
@@ -428,6 +518,7 @@ def make_candidates(context: Context, where: str) -> list[Candidate]:
                 settings=code.settings,
             )
             for code in made["code"]
+            if code.launch == context.input.launch  # a split kernel needs its own block: not another one
             for launch in made["launch"]
         ]
     unique: dict[str, Candidate] = {}
