@@ -11,6 +11,7 @@ Kernels: the corpus's pressure.cu (nvcc's launch bounds, on purpose), benchmarks
 16/32/48 streams, an unrolled 32-row reduction, a radius-16 stencil) and tests/data/registers/many_streams.cu
 (pointers and offsets loaded from tables: rematerialization's case) compiled with the wheel's nvcc for sm_90, and
 benchmarks/registers/triton (spill-prone Triton 3.6 kernels: attention and layernorm backward, a wide softmax).
+`in loops` counts the SASS local-memory instructions made from PTX lines inside loops (spills in hot loops).
 """
 
 from __future__ import annotations
@@ -220,7 +221,10 @@ def prepare(out: Path) -> list[dict]:
         path.write_text(_toml(name, spec))
         check_signature(kernels[name], load_spec(str(path)), name)  # a wrong spec fails here, not on the GPU
     (out / "registers.json").write_text(json.dumps(rows, indent=1))
-    print(f"{'kernel':20} {'registers':>10} {'spill B':>11} {'occupancy':>32}  change (ptxas numbers, not timed)")
+    print(
+        f"{'kernel':20} {'registers':>10} {'spill B':>11} {'in loops':>10} {'occupancy':>32}"
+        "  change (ptxas numbers, not timed)"
+    )
     for r in rows:
         a, b = r["before"], r["after"]
         change = "; ".join(r["changes"]) or r["note"]
@@ -228,8 +232,16 @@ def prepare(out: Path) -> list[dict]:
         print(
             f"{entry(r['source'], r['kernel']):20} {a['registers']:>4} -> {b['registers']:<4} "
             f"{a['spill_bytes']:>4} -> {b['spill_bytes']:<4} "
+            f"{r['loop_spills']['before']['instructions']:>3} -> {r['loop_spills']['after']['instructions']:<3} "
             f"{_occupancy(a):>15} -> {_occupancy(b):<15}  {change}{loud}"
         )
+    spilling = [r for r in rows if r["before"]["spill_bytes"]]
+    hot = [r for r in spilling if r["loop_spills"]["before"]["instructions"]]
+    clean = [r for r in hot if not r["loop_spills"]["after"]["instructions"]]
+    print(
+        f"spilling kernels: {len(spilling)}, {len(hot)} with spills in loops; no spill left in a loop in "
+        f"{len(clean)} of {len(hot)} ({', '.join(entry(r['source'], r['kernel']) for r in clean)})"
+    )
     return rows
 
 

@@ -14,4 +14,4 @@ if python3 -c "from ptxtool.toolchain.discover import find_tool; find_tool('ptxa
 fi
 cp .bench-registers/registers_gpu.json "$out/" 2>/dev/null
 echo "== pytest -m gpu for the register pass"
-python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_pass_registers.py 2>&1 | tail -5
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_pass_registers.py tests/test_pass_registers_remat_gpu.py 2>&1 | tail -5

@@ -1,5 +1,6 @@
 """What `optimize --passes warp-roles` buys on a GPU: each input kernel, ptxtool's split of it (S = 2, 3, 4 ring
-slots) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
+slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`) and a hand-written warp-specialized CUDA
+version of the same algorithm, side by side in one run.
 
 Two steps, because the GPU machine need not have nvcc or ptxas:
 
@@ -27,6 +28,8 @@ import numpy as np
 
 HERE = Path(__file__).parent / "warp_roles"
 STAGES = (2, 3, 4)
+PRODUCERS = (None, 1, 2)  # producer warps: None is one producer thread per consumer thread (N/32 warps)
+SETMAXNREG_PRODUCERS = (4,)  # producer warps of the setmaxnreg splits: one warpgroup
 LAUNCHES = 100  # bit-identity launches per case and variant
 TIMED = 31  # timed launches per case and variant
 WATCHDOG_S = 10.0
@@ -58,16 +61,29 @@ def _block(path: Path, kernel: str) -> int:
     return block_bounds(function).dims[0]
 
 
-def _assemble(path: Path) -> None:
+def _assemble(path: Path, arch: str = "sm_90") -> None:
     """Write the cubin beside the PTX (the wheel's ptxas; InputError if it rejects it): the GPU machine's driver may be
     older than the PTX's .version and cannot JIT it, while its cubin loads."""
     from ptxtool.toolchain.compile import compile_ptx
 
-    path.with_suffix(".cubin").write_bytes(compile_ptx(path.read_text(), str(path), "sm_90").cubin)
+    path.with_suffix(".cubin").write_bytes(compile_ptx(path.read_text(), str(path), arch).cubin)
 
 
-def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
-    """Compile inputs and references to PTX (sm_90), split each input with every S, write a manifest."""
+def variant_name(stages: int, producers: int | None, setmaxnreg: bool = False) -> str:
+    """`split3` (P = N/32), `split3p1` (one producer warp), `split3p4r` (4 producer warps and setmaxnreg on
+    sm_90a): the manifest's and the table's name of a split."""
+    return f"split{stages}" + (f"p{producers}" if producers else "") + ("r" if setmaxnreg else "")
+
+
+def prepare(
+    out: Path,
+    benches: dict[str, Bench] = BENCHES,
+    stages: tuple[int, ...] = STAGES,
+    producers: tuple[int | None, ...] = PRODUCERS,
+    setmaxnreg: tuple[int, ...] = SETMAXNREG_PRODUCERS,
+) -> dict:
+    """Compile inputs and references to PTX (sm_90), split each input with every S and P (and, on the input
+    retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
@@ -80,6 +96,8 @@ def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
             text = cuda_to_ptx(str(HERE / src), "sm_90")
             (out / f"{name}.{role}.ptx").write_text(text)
             _assemble(out / f"{name}.{role}.ptx")
+        retargeted = (out / f"{name}.input.ptx").read_text().replace("\n.target sm_90\n", "\n.target sm_90a\n")
+        (out / f"{name}.input90a.ptx").write_text(retargeted)
         entry: dict = {
             "kernel": b.kernel,
             "block": _block(out / f"{name}.input.ptx", b.kernel),
@@ -87,18 +105,22 @@ def prepare(out: Path, benches: dict[str, Bench] = BENCHES) -> dict:
             "reference_block": _block(out / f"{name}.reference.ptx", b.reference_kernel),
             "splits": {},
         }
-        source = read_source(str(out / f"{name}.input.ptx"))
-        for stages in STAGES:
-            result = execute(Options(passes=(NAME,), roles=RoleSettings(stages=stages)), source)
+        plain = [(s, p, False) for s in stages for p in producers]
+        for stage, warps, moved in plain + [(s, p, True) for s in stages for p in setmaxnreg]:
+            arch, suffix = ("sm_90a", "input90a") if moved else ("sm_90", "input")
+            source = read_source(str(out / f"{name}.{suffix}.ptx"))
+            roles = RoleSettings(stages=stage, producer_warps=warps, setmaxnreg=moved or None)
+            result = execute(Options(passes=(NAME,), roles=roles), source)
             reasons = [s.reason for r in result.reports for s in r.skipped if s.kernel == b.kernel]
+            variant = variant_name(stage, warps, moved)
             if not (result.verified and result.changed):
-                entry["splits"][f"split{stages}"] = {"refused": "; ".join(reasons + result.problems)}
+                entry["splits"][variant] = {"refused": "; ".join(reasons + result.problems)}
                 continue
-            path = out / f"{name}.split{stages}.ptx"
+            path = out / f"{name}.{variant}.ptx"
             path.write_text(result.text)
-            _assemble(path)
+            _assemble(path, arch)
             after = next(k.after for k in result.kernels if k.name == b.kernel)
-            entry["splits"][f"split{stages}"] = {"block": _block(path, b.kernel), "registers": after.registers}
+            entry["splits"][variant] = {"block": _block(path, b.kernel), "registers": after.registers}
         manifest[name] = entry
         print(f"{name}: block {entry['block']} -> {json.dumps(entry['splits'])}; reference {entry['reference_block']}")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))

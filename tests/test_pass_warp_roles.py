@@ -195,8 +195,9 @@ def test_split_is_refused_with_reasons() -> None:
     out, report = _split(STAGED, variant="pipeline")
     assert not report.rewrites and "not implemented" in report.skipped[0].reason
     assert format_module(out) == format_module(parse(STAGED))
-    _, report = _split(STAGED, producer_warps=1)
-    assert "producer warps must be 4" in report.skipped[0].reason
+    for producers in (3, 5):
+        _, report = _split(STAGED, producer_warps=producers)
+        assert f"producer warps must divide the 4 consumer warps, not {producers}" in report.skipped[0].reason
     _, report = _split(STAGED.replace(".target sm_90", ".target sm_80"))
     assert "sm_90" in report.skipped[0].reason
 

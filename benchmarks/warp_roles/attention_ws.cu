@@ -1,5 +1,6 @@
 // Reference: the same attention-like loop, warp-specialized by hand: 128 consumer threads compute as
-// attention_tiled does (bit-identical), PRODUCERS producer warps stage K/V tiles into an S-slot mbarrier ring.
+// attention_tiled does (bit-identical), PRODUCERS producer warps stage K/V tiles into an S-slot mbarrier ring with
+// cp.async (zero-filled past nkeys, as the input's 0.f), each thread arriving when its copies land.
 #include "ws.cuh"
 #define THREADS 128
 #define D 32
@@ -27,10 +28,10 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCERS)
       mbar_wait(&empty[k], ((t / S) & 1) ^ 1);
       for (int i = p; i < KT * D; i += 32 * PRODUCERS) {
         bool ok = k0 + i / D < nkeys;
-        Ks[k][i] = ok ? Kg[k0 * D + i] : 0.f;
-        Vs[k][i] = ok ? Vg[k0 * D + i] : 0.f;
+        cp_async4(&Ks[k][i], ok ? &Kg[k0 * D + i] : Kg, ok ? 4 : 0);
+        cp_async4(&Vs[k][i], ok ? &Vg[k0 * D + i] : Vg, ok ? 4 : 0);
       }
-      mbar_arrive(&full[k]);
+      cp_async_arrive(&full[k]);
     }
     return;
   }

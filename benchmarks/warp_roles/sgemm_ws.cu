@@ -1,10 +1,11 @@
 // Reference: the same SGEMM, warp-specialized by hand: 256 consumer threads compute exactly as sgemm_tiled does
-// (same fmaf order, so outputs are bit-identical), PRODUCERS producer warps fill an S-slot mbarrier ring.
+// (same fmaf order, so outputs are bit-identical), PRODUCERS producer warps fill an S-slot mbarrier ring with
+// cp.async (zero-filled out of bounds, as the input's 0.f), each thread arriving when its copies land.
 #include "ws.cuh"
 #define TILE 64
 #define TK 16
 #define THREADS 256
-#define PRODUCERS 2
+#define PRODUCERS 1
 #define S 3
 
 extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCERS)
@@ -27,11 +28,13 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCERS)
       mbar_wait(&empty[s], ((t / S) & 1) ^ 1);
       for (int i = p; i < TK * TILE; i += 32 * PRODUCERS) {
         int r = i / TK, c = i % TK;
-        As[s][c][r] = (row0 + r < M && k0 + c < K) ? A[(row0 + r) * K + k0 + c] : 0.f;
+        bool ok = row0 + r < M && k0 + c < K;
+        cp_async4(&As[s][c][r], ok ? &A[(row0 + r) * K + k0 + c] : A, ok ? 4 : 0);
         int rb = i / TILE, cb = i % TILE;
-        Bs[s][rb][cb] = (k0 + rb < K && col0 + cb < N) ? B[(k0 + rb) * N + col0 + cb] : 0.f;
+        ok = k0 + rb < K && col0 + cb < N;
+        cp_async4(&Bs[s][rb][cb], ok ? &B[(k0 + rb) * N + col0 + cb] : B, ok ? 4 : 0);
       }
-      mbar_arrive(&full[s]);
+      cp_async_arrive(&full[s]);
     }
     return;
   }

@@ -1,10 +1,11 @@
 // Reference: the same stencil, warp-specialized by hand: 256 consumer threads compute as stencil_tiled does
-// (bit-identical), PRODUCERS producer warps stage tiles and halos into an S-slot mbarrier ring.
+// (bit-identical), PRODUCERS producer warps stage tiles and halos into an S-slot mbarrier ring with cp.async
+// (zero-filled outside 0..n-1, as the input's 0.f), each thread arriving when its copies land.
 #include "ws.cuh"
 #define THREADS 256
 #define R 4
 #define TILE 1024
-#define PRODUCERS 2
+#define PRODUCERS 1
 #define S 3
 
 __device__ __forceinline__ float stencil9(const float* s) {
@@ -37,9 +38,10 @@ extern "C" __global__ void __launch_bounds__(THREADS + 32 * PRODUCERS)
       mbar_wait(&empty[k], ((t / S) & 1) ^ 1);
       for (int i = p; i < TILE + 2 * R; i += 32 * PRODUCERS) {
         int g = start + i;
-        s[k][i] = (g >= 0 && g < n) ? x[g] : 0.f;
+        bool ok = g >= 0 && g < n;
+        cp_async4(&s[k][i], ok ? &x[g] : x, ok ? 4 : 0);
       }
-      mbar_arrive(&full[k]);
+      cp_async_arrive(&full[k]);
     }
     return;
   }

@@ -27,3 +27,15 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
         : "memory");
   }
 }
+
+// cp.async of 4 bytes (sm_80): `bytes` 4 copies, 0 writes a zero (the src-size rule: the rest is zero-filled) and
+// reads nothing; the copy runs on while the thread goes on to the next
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, unsigned bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes) : "memory");
+}
+
+// one arrival on `bar` when this thread's cp.asyncs so far have landed (.noinc: it is one of the init count's
+// arrivals; the consumers' acquire wait then sees the copied bytes)
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}

@@ -1,13 +1,16 @@
-"""Values a loop keeps live only to read them: where each could be recomputed at its uses inside the loop instead,
-from values that are there anyway (rematerialization candidates).
+"""Values a loop keeps live only to read them: where each could be recomputed at its reads instead, from values
+that are there anyway (rematerialization candidates).
 
 A candidate is a register written once in the function, by an unguarded op outside the loop that dominates every
-use, live at the loop's pressure peak, read inside the loop and dead at its exits. Its recomputation is a tree of
-such ops (isa.values.PURE_INTEGER with integer types, and loads of memory nothing can write while the kernel runs:
-a kernel's own `.param`, `.const`, and global loads `readonly` vouches for) whose leaves are immediates, symbols,
-launch-invariant special registers, or registers live throughout the loop anyway. Every register in the tree is
-written once and its write dominates its reader, so no value in it can change between the original computation
-and the recomputation: a write in between would be a path around the reader's dominator.
+read, and live throughout the loop; it is recomputed at every read control reaches from the loop without passing
+its definition again: inside the loop, and after it (Triton keeps its epilogue's 32 store pointers across the
+whole loop). Its recomputation is a tree of such ops (isa.values.PURE_INTEGER with integer types, and loads of
+memory nothing can write while the kernel runs: a kernel's own `.param`, `.const`, and global loads `readonly`
+vouches for) whose leaves are immediates, symbols, launch-invariant special registers, or registers live
+throughout the loop anyway. Every register in the tree is written once and its write dominates its reader, so no
+value in it can change between the original computation and the recomputation: a write in between would be a path
+around the reader's dominator. Never floating point, predicates, guarded or doubly written values, or loads of
+memory that may change.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from ptxtool.isa.caching import coherent
 from ptxtool.isa.values import INVARIANT_SPECIAL_REGISTERS, PURE_INTEGER, STATEFUL, integer_type
 from ptxtool.syntax import ast
 
-MAX_DEPTH = 8  # ops in a chain from a leaf to the candidate
-MAX_OPS = 12  # ops recomputed for one candidate at one use
+MAX_DEPTH = 12  # ops in a chain from a leaf to the candidate
+MAX_OPS = 24  # ops recomputed for one candidate at one use
 
 ReadOnly = Callable[[Op], bool]
 
@@ -41,11 +44,18 @@ class Node:
     inputs: tuple[tuple[int, Node], ...] = ()
 
     def ops(self) -> tuple[int, ...]:
-        """The ops of the tree, each once, every op after the ops it reads."""
+        """The ops of the tree, each once, every op after the ops it reads (shared subtrees walked once)."""
         out: dict[int, None] = {}
-        for _, node in self.inputs:
-            out.update(dict.fromkeys(node.ops()))
-        out[self.op] = None
+        seen: set[int] = set()
+
+        def walk(node: Node) -> None:
+            if id(node) not in seen:
+                seen.add(id(node))
+                for _, child in node.inputs:
+                    walk(child)
+                out[node.op] = None
+
+        walk(self)
         return tuple(out)
 
 
@@ -138,8 +148,19 @@ class _Trees:
         ba, bb = self.cfg.block_of[a], self.cfg.block_of[b]
         return a < b if ba == bb else self.cfg.dominates(ba, bb)
 
-    def tree(self, op: int, anyway: int, depth: int = 0) -> Node | None:
-        """The tree recomputing op's result from leaves and registers in `anyway` (a mask), or None."""
+    def tree(self, op: int, anyway: int) -> Node | None:
+        """The tree recomputing op's result from leaves and registers in `anyway` (a mask), or None. Each op is
+        built once per depth, so a chain that reads one value several times costs its length, not 3^depth."""
+        built: dict[tuple[int, int], Node | None] = {}
+
+        def build(op: int, depth: int) -> Node | None:
+            if (op, depth) not in built:
+                built[(op, depth)] = self._node(op, depth, anyway, build)
+            return built[(op, depth)]
+
+        return build(op, 0)
+
+    def _node(self, op: int, depth: int, anyway: int, build: Callable[[int, int], Node | None]) -> Node | None:
         if depth >= MAX_DEPTH or not self.recomputable(self.cfg.linear.ops[op]):
             return None
         o = self.cfg.linear.ops[op]
@@ -156,7 +177,7 @@ class _Trees:
                 return None
             if self.live.bit[key] & anyway:
                 continue
-            node = self.tree(writer, anyway, depth + 1)
+            node = build(writer, depth + 1)
             if node is None:
                 return None
             inputs.append((position, node))
@@ -208,6 +229,18 @@ class _Trees:
         return spaces in (("global",), ()) and self.readonly is not None and self.readonly(op)
 
 
+def reached(cfg: CFG, loop: Loop, stop: int) -> frozenset[int]:
+    """The blocks control can reach from a loop's header without entering block `stop` (where the value is
+    written again): those whose reads of it keep it live across the loop."""
+    seen, stack = {loop.header}, [loop.header]
+    while stack:
+        for s in cfg.blocks[stack.pop()].successors:
+            if s not in seen and s != stop:
+                seen.add(s)
+                stack.append(s)
+    return frozenset(seen)
+
+
 def candidates(
     cfg: CFG,
     loops: tuple[Loop, ...],
@@ -216,10 +249,11 @@ def candidates(
     pure: bool = False,
     live: Liveness | None = None,
 ) -> tuple[Candidate, ...]:
-    """The registers live at each loop's pressure peak that can be recomputed at all their uses in the loop,
-    outermost loops first, each register once, the widest first within a loop. Only those whose recomputation
-    reloads global memory unless `pure`: ptxas hoists loop-invariant arithmetic (and `.param`/`.const` reads)
-    back out of the loop by itself."""
+    """The registers live throughout each loop's pressure peak that can be recomputed at every read control reaches
+    from the loop (inside it, or after it: a value kept across the loop only for the code after it), outermost
+    loops first, each register once, the widest first within a loop. A value read inside the loop only when its
+    recomputation reloads global memory, unless `pure`: ptxas hoists loop-invariant arithmetic (and
+    `.param`/`.const` reads) back out of the loop by itself; one read only after the loop is recomputed there."""
     live = live or liveness(cfg)
     curve = pressure(cfg, live)
     trees = _Trees(cfg, live, readonly)
@@ -238,19 +272,16 @@ def candidates(
         peak = max(inside, key=lambda i: curve.points[i].units)
         header = cfg.blocks[loop.header]
         through = live.mask_in[header.start] if header.start < header.end else 0  # live throughout the loop
-        exits = 0
-        for b in loop.blocks:
-            for s in cfg.blocks[b].successors:
-                block = cfg.blocks[s]
-                if s not in loop.blocks and block.start < block.end:
-                    exits |= live.mask_in[block.start]
+        after = reached(cfg, loop, -1)
         eligible: dict[str, tuple[int, tuple[int, ...]]] = {}
-        for j in bits(curve.live.masks[peak] & through & ~exits):
+        for j in bits(curve.live.masks[peak] & through):
             key = live.keys[j]
             writer = trees.single_writer(key)
             if key in taken or writer is None or cfg.block_of[writer] in loop.blocks:
                 continue
-            uses = tuple(u for u in readers.get(key, ()) if cfg.block_of[u] in loop.blocks)
+            home = cfg.block_of[writer]
+            region = reached(cfg, loop, home) if home in after else after
+            uses = tuple(u for u in readers.get(key, ()) if cfg.block_of[u] in region)
             if uses and all(id(ops[u].instruction) not in trees.nested and trees.before(writer, u) for u in uses):
                 eligible[key] = (writer, uses)
         # a tree reads as they are only registers that stay live through the loop: none that may be recomputed
@@ -260,7 +291,10 @@ def candidates(
             found = []
             for key, (writer, uses) in eligible.items():
                 tree = trees.tree(writer, anyway)
-                if tree is not None and (pure or _reloads(cfg, tree)):
+                if tree is None:
+                    continue
+                read_inside = any(cfg.block_of[u] in loop.blocks for u in uses)
+                if pure or not read_inside or _reloads(cfg, tree):
                     found.append(Candidate(key, loop.index, tree, uses, registers[key].units, _reloads(cfg, tree)))
             if len(found) == len(eligible):
                 break

@@ -23,11 +23,10 @@ from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
 from ptxtool.isa import Effect, Mode
 from ptxtool.isa.caching import type_bits
-from ptxtool.isa.targets import STATIC_SHARED_PER_BLOCK, Target, shared_limit
+from ptxtool.isa.targets import REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
 MAX_THREADS = 1024  # threads per block on every target
-REGISTERS_PER_CTA = 65536  # the register file one block may use (sm_50 and later)
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
 SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")

@@ -123,3 +123,13 @@ STATIC_SHARED_PER_BLOCK = 48 * 1024
 def shared_limit(target: Target) -> int | None:
     """The shared memory one block of this target may use, or None for a target the table does not know."""
     return SHARED_PER_BLOCK.get(target.number)
+
+
+# setmaxnreg (PTX ISA, "Miscellaneous Instructions: setmaxnreg"): the new per-thread count is an immediate, a
+# multiple of 8 in 24..256; every warp of a warpgroup (4 consecutive warps) must execute the same setmaxnreg; the
+# registers an `.inc` takes come from the CTA's pool, which only `.dec`s fill (the launch count x threads in all).
+SETMAXNREG_RANGE = (24, 256)
+SETMAXNREG_STEP = 8
+WARPGROUP_WARPS = 4
+REGISTERS_PER_CTA = 65536  # the register file one block may use (sm_50 and later)
+MAX_REGISTERS_PER_THREAD = 255

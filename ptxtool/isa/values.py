@@ -8,7 +8,13 @@ from __future__ import annotations
 from ptxtool.isa.caching import TYPE_BITS
 
 # Exact integer and address arithmetic (with an integer type only: `add.f32` rounds, and is never recomputed).
-PURE_INTEGER = frozenset(("mov", "cvta", "cvt", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "not"))
+PURE_INTEGER = frozenset(
+    (
+        *("mov", "cvta", "cvt", "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "neg", "abs", "min", "max"),
+        *("shl", "shr", "shf", "and", "or", "xor", "not", "cnot", "bfe", "bfi", "prmt", "bmsk", "szext"),
+        *("popc", "clz", "brev"),
+    )
+)
 # Modifiers that make one of them read or write state beyond its operands (the carry flag of `add.cc`/`addc`).
 STATEFUL = frozenset(("cc",))
 

@@ -32,6 +32,20 @@ def local_bytes(opcode: str) -> int:
     return next((_WIDTHS[m] for m in opcode.split(".")[1:] if m in _WIDTHS), 4)
 
 
+def charged(line_of: dict[int, int]) -> dict[int, int]:
+    """Each printed instruction's input line, one a pass inserted (0) taking the line of the next input instruction
+    after it: the read it was inserted before (a rematerialized copy), so its spills count where it runs."""
+    out: dict[int, int] = {}
+    pending: list[int] = []
+    for printed in sorted(line_of):
+        if line_of[printed]:
+            out |= dict.fromkeys(pending, line_of[printed])
+            out[printed], pending = line_of[printed], []
+        else:
+            pending.append(printed)
+    return out | dict.fromkeys(pending, 0)
+
+
 def measure(
     module: ast.Module,
     *,
@@ -43,11 +57,13 @@ def measure(
 ) -> dict[str, Numbers]:
     """Per kernel: ptxas's numbers, occupancy (for the kernel a spec launches its block and dynamic shared memory,
     else the kernel's own bounds, else 256 threads)
-    and its SASS local-memory instructions with the module's own PTX lines (0: a statement a pass inserted)."""
+    and its SASS local-memory instructions with the module's own PTX lines (a statement a pass inserted: the line
+    of the statement it stands before)."""
     from ptxtool.services.inspect import block_size
     from ptxtool.services.optimize import reprinted
 
     text, line_of = reprinted(module)
+    line_of = charged(line_of)
     compiled = compile_ptx(text, path, arch, lineinfo=True)
     code = listing(compiled.cubin, with_ptx_lines=True)
     out: dict[str, Numbers] = {}

@@ -38,7 +38,8 @@ NOT_TIMED = "ptxas numbers (not timed)"
 class Numbers:
     """One kernel as ptxas built it: registers, spill bytes, stack and shared memory, theoretical occupancy (None:
     unknown target) with the warps it allows and what limits it, and each SASS local-memory instruction as
-    (the PTX line it came from, bytes it moves) (line 0: an instruction a pass inserted, or unknown)."""
+    (the PTX line it came from, bytes it moves) (an inserted instruction: the line of the one it precedes;
+    0: unknown)."""
 
     registers: int
     spill_stores: int
@@ -57,6 +58,10 @@ class Numbers:
     def loop_spill_bytes(self, loop_lines: frozenset[int]) -> int:
         """Bytes moved by the local-memory instructions made from lines inside loops (unknown lines count)."""
         return sum(size for line, size in self.spills if line == 0 or line in loop_lines)
+
+    def loop_spills(self, loop_lines: frozenset[int]) -> int:
+        """Local-memory instructions made from lines inside loops (unknown lines count): the spills in hot loops."""
+        return sum(1 for line, _ in self.spills if line == 0 or line in loop_lines)
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -149,6 +154,7 @@ class KernelRegisters:
     speed: Speed | None = None
     note: str = ""
     tried: list[Tried] = field(default_factory=list)
+    loop_lines: frozenset[int] = frozenset()  # the input's PTX lines inside loops
 
     @property
     def changed(self) -> bool:
@@ -172,6 +178,11 @@ class KernelRegisters:
             "speed": self.speed.to_data() if self.speed else None,
             "note": self.note,
             "tried": [t.to_data() for t in self.tried],
+            "loop_spills": {
+                when: {"instructions": n.loop_spills(self.loop_lines), "bytes": n.loop_spill_bytes(self.loop_lines)}
+                for when, n in (("before", self.before), ("after", self.after))
+                if n is not None
+            },
         }
 
 
@@ -353,6 +364,7 @@ def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> t
     for f in kernels:
         n = before[f.name]
         entry = KernelRegisters(f.name, n, n, bounds.read(f).describe(), bounds.read(f).describe())
+        entry.loop_lines = _loop_lines(f, analyses)
         report.kernels.append(entry)
         if n.spill_bytes == 0 and n.limited_by != "registers":
             entry.note = f"no spills, occupancy limited by {n.limited_by or 'nothing known'}: left alone"

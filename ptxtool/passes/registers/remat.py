@@ -1,7 +1,7 @@
-"""Rematerialization: values a loop keeps live only to read them are recomputed just before each read inside it,
-so their registers are free across the loop (analysis.remat says which values, and proves the recomputation reads
-the same operands). nvcc and LLVM hoist per-stream addresses out of loops; 32 pointers loaded once from a table
-(`sum_table` in tests/data/registers/many_streams.cu) take 80 registers:
+"""Rematerialization: values a loop keeps live only to read them are recomputed just before each read it reaches
+(inside it, or after it), so their registers are free across the loop (analysis.remat says which values, and
+proves the recomputation reads the same operands). nvcc and LLVM hoist per-stream addresses out of loops; 32
+pointers loaded once from a table (`sum_table` in tests/data/registers/many_streams.cu) take 80 registers:
 
     ld.global.nc.u64    %rd41, [%rd40];          // before the loop
     cvta.to.global.u64  %rd1, %rd41;
@@ -147,11 +147,13 @@ def rematerialize(
     limit: int | None = None,
     pure: bool = False,
 ) -> tuple[ast.Function, tuple[Remat, ...]]:
-    """Recompute the loop-carried values analysis.remat finds (at most `limit`, widest first) at their reads in
-    the loop. `readonly(op)` vouches for global loads (analysis.remat.readonly_loads); without it none is recomputed.
-    By default only values whose recomputation reloads global memory, the form ptxas keeps in the loop; `pure`
-    adds those made of arithmetic and `.param`/`.const` reads alone, which ptxas often hoists back out (a variant
-    to judge by ptxas's numbers: 32 -> 24 registers on the corpus's daxpy_grid_stride, 24 -> 32 on grid_reduce_cg).
+    """Recompute the values kept across loops that analysis.remat finds (at most `limit`, widest first) at their
+    reads in and after the loop. `readonly(op)` vouches for global loads (analysis.remat.readonly_loads); without
+    it none is recomputed. By default only values whose recomputation reloads global memory, the form ptxas keeps
+    in the loop, and those read only after the loop; `pure` adds those read in it made of arithmetic and
+    `.param`/`.const` reads alone, which ptxas often hoists back out (a variant to judge by ptxas's numbers: 32 ->
+    24 registers on the corpus's daxpy_grid_stride, 24 -> 32 on grid_reduce_cg; attn_bwd_dkdv_w8's wgmma
+    descriptors: 724 -> 252 spill bytes).
     Returns the function unchanged and () when nothing applies."""
     chosen: list[Candidate] = list(candidates(cfg, loops, readonly=readonly, pure=pure))[:limit]
     if not chosen or function.body is None:

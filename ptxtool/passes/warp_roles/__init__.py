@@ -1,0 +1,279 @@
+"""Warp-role splitting: a staged tile loop (analysis/staging.py) becomes consumer warps that compute and producer
+warps that stage, joined by an S-slot mbarrier ring; the block grows by the producers, added after the consumers so
+every consumer keeps its %tid.
+
+With P = N/32 producer warps (the default) producer thread N+t replays consumer t's code up to and through the
+staging part, with t as its %tid.x and every write but the staging stores dropped, and writes stage k into ring
+slot k mod S; with fewer, producer thread N+p replays consumer threads p + 32P j in turn (producers.py), and on
+sm_90a setmaxnreg may move registers from producers to consumers (registers.py). A two-barrier loop
+
+    $L: ld.global.f32 %f2, [%rd5];  st.shared.f32 [%r8], %f2;  bar.sync 0;
+        ld.shared.f32 %f3, [%r11];  fma...;                  bar.sync 0;  add...; @%p2 bra $L;
+
+becomes, for consumers (%tid.x < N)
+
+    $L: <slot, parity of trip k>;  mbarrier.try_wait.parity [full+8*slot] (loop);
+        add %wr_a, %r11, slot*T;  ld.shared.f32 %f3, [%wr_a];  fma...;  mbarrier.arrive [empty+8*slot];  add...
+
+and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
+the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
+consumers' code become `bar.sync 1, N`. The pipeline variant (S stages without roles) is not implemented yet and
+is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
+from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
+from ptxtool.isa import Mode
+from ptxtool.isa.targets import Target, version
+from ptxtool.passes.report import PassReport, Rewrite, Skip
+from ptxtool.passes.warp_roles.emit import (
+    EMPTY,
+    FULL,
+    RING,
+    mapped,
+    relocated,
+    renamed,
+    ring_layout,
+    slot_code,
+    statements,
+    wait_code,
+)
+from ptxtool.passes.warp_roles.producers import producer_code, producer_refusal, share_name
+from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
+from ptxtool.syntax import ast
+
+NAME = "warp-roles"
+VARIANTS = ("split", "pipeline")
+OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
+CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
+SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
+
+
+@dataclass(frozen=True)
+class RoleSettings:
+    """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S,
+    `setmaxnreg` (None: where the consumers' registers would not fit otherwise; True: always, or refuse; False:
+    never)."""
+
+    variant: str = "split"
+    producer_warps: int | None = None
+    stages: int = 2
+    setmaxnreg: bool | None = None
+    registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
+
+
+def _split(
+    function: ast.Function,
+    found: StagedLoop,
+    settings: RoleSettings,
+    shares: int,
+    arch: Target,
+    moved: RegisterSplit | None,
+) -> ast.Function:
+    """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers (N / shares
+    threads, each staging `shares` consumer threads' parts)."""
+    cfg = build_cfg(function)
+    n, stages = found.threads, settings.stages
+    offsets, stage_bytes = ring_layout(found)
+    ring_names: dict[str, ast.Operand] = {
+        b: ast.SymbolOffset(ast.Name(RING), ast.Immediate(str(off))) for b, off in offsets.items()
+    }
+    wide_regs = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}
+
+    def reading_shared(i: ast.Instruction) -> bool:
+        return any(s.startswith("shared") and m is not Mode.WRITE for _, m, s in isa.memory_accesses(i))
+
+    def consumer(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        i = renamed(i, ring_names)
+        if index in found.staging:
+            return (i,) if index in found.kept else ()
+        if index == found.filled:
+            empty = f"mov.u32 %wr_ebar, {EMPTY};\nmad.lo.u32 %wr_ebar, %wr_slot, 8, %wr_ebar;"
+            return statements(
+                f"{slot_code(stages, stage_bytes, FULL)}\n{empty}\n{wait_code('$__wr_full_wait', '%wr_ph', arch)}"
+            )
+        if index in found.compute and reading_shared(i):
+            return relocated(i, wide_regs.__contains__)
+        if index == found.released:
+            return statements("mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_ebar];\nadd.u32 %wr_k, %wr_k, 1;")
+        if full_barrier(i):
+            return statements(f"bar.sync {CONSUMER_BARRIER}, {n};")
+        return (i,)
+
+    body = function.body
+    consumer_body = mapped(body, consumer, {})
+    producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide_regs.__contains__)
+    producer_threads = n // shares
+    copies = [
+        replace(d, declarators=tuple(replace(x, name=share_name(x.name, j)) for x in d.declarators))
+        for j in range(1, shares)
+        for d in body.statements
+        if isinstance(d, ast.Declaration) and d.has(".reg")
+    ]
+    vtids = ", ".join(share_name("%wr_vtid", j) for j in range(1, shares))
+    declarations = "\n".join(
+        (
+            ".reg .pred %wr_p, %wr_done;",
+            ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a<8>;",
+            *([f".reg .b32 {vtids};"] if vtids else []),
+            ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
+            f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
+            f".shared .align 8 .b64 {FULL}[{stages}];",
+            f".shared .align 8 .b64 {EMPTY}[{stages}];",
+        )
+    )
+    inits = "\n".join(
+        f"mbarrier.init.shared::cta.b64 [{FULL}+{8 * s}], {producer_threads};\n"
+        f"mbarrier.init.shared::cta.b64 [{EMPTY}+{8 * s}], {n};"
+        for s in range(stages)
+    )
+    prologue = (
+        f"{declarations}\nmov.u32 %wr_tid, %tid.x;\nsetp.ne.u32 %wr_p, %wr_tid, 0;\n@%wr_p bra $__wr_inited;\n{inits}\n"
+        f"$__wr_inited:\nbar.sync 0;\nmov.u32 %wr_k, 0;\nsetp.ge.u32 %wr_p, %wr_tid, {n};\n@%wr_p bra $__wr_producer;"
+    )
+    shares_of = "\n".join(
+        f"add.u32 {share_name('%wr_vtid', j)}, %wr_vtid, {producer_threads * j};" for j in range(1, shares)
+    )
+    producer_prologue = f"$__wr_producer:\nsub.u32 %wr_vtid, %wr_tid, {n};\n{shares_of}"
+    consumer_prologue = ""
+    if moved:  # after the role branch, which is uniform per warpgroup: each warpgroup executes one setmaxnreg
+        producer_prologue += f"\nsetmaxnreg.dec.sync.aligned.u32 {moved.producers};"
+        consumer_prologue = f"setmaxnreg.inc.sync.aligned.u32 {moved.consumers};"
+    kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
+    split_body = (
+        *[s for s in kept if isinstance(s, ast.Declaration)],
+        *copies,
+        *statements(prologue),
+        *(statements(consumer_prologue, arch) if moved else ()),
+        *[s for s in kept if not isinstance(s, ast.Declaration)],
+        *statements("ret;"),
+        *statements(producer_prologue, arch),
+        *producers,
+        *statements("ret;"),
+    )
+    split = with_exact_block(replace(function, body=replace(body, statements=split_body)), (n + producer_threads, 1, 1))
+    if moved:  # setmaxnreg needs the launch count declared (else ptxas ignores it: "unable to determine")
+        launch = ast.PerfDirective(".maxnreg", (ast.Immediate(str(moved.launch)),))
+        split = replace(split, directives=(*split.directives, launch))
+    return split
+
+
+def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
+    return d.has(".shared") and all(x.name in offsets for x in d.declarators)
+
+
+def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tuple[ast.Module, PassReport]:
+    """Split every kernel with a staged tile loop into producer and consumer warps; refuse the others, saying why."""
+    settings = settings or RoleSettings()
+    report = PassReport(NAME)
+    arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    new_items = list(module.items)
+    for at, item in enumerate(module.items):
+        if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
+            continue
+        why = _unsupported(module, settings, arch)
+        registers = (settings.registers or {}).get(item.name)
+        found: StagedLoop | Refusal
+        warps = _threads(item) // 32
+        producers = warps if settings.producer_warps is None else settings.producer_warps
+        plan: RegisterSplit | str | None = None
+        limited = registers is not None and warps > 0 and registers > launch_registers(32 * (warps + producers))
+        if not why and warps and (settings.setmaxnreg or (limited and settings.setmaxnreg is None)):
+            plan = register_split(module, item, 32 * warps, 32 * producers, registers)
+        if why:
+            found = Refusal(item.name, item.line, why)
+        elif settings.setmaxnreg and isinstance(plan, str):
+            found = Refusal(item.name, item.line, plan)
+        else:
+            budget = None if isinstance(plan, RegisterSplit) else registers
+            found = find_staged_loop(
+                module, item, stages=settings.stages, extra_threads=32 * producers, registers=budget
+            )
+            if isinstance(found, Refusal) and isinstance(plan, str) and found.reason.startswith("registers do not"):
+                found = replace(found, reason=f"{found.reason}; {plan}")
+        if isinstance(found, StagedLoop) and found.kind != "ld+st":
+            found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
+        if isinstance(found, StagedLoop) and not (1 <= producers <= warps and warps % producers == 0):
+            found = Refusal(
+                item.name, item.line, f"producer warps must divide the {warps} consumer warps, not {producers}"
+            )
+        if isinstance(found, StagedLoop) and (taken := _taken_name(module, item)):
+            found = Refusal(item.name, item.line, f"the kernel already names {taken}, a name the split declares")
+        shares = warps // producers if producers else 1
+        if isinstance(found, StagedLoop) and (why := producer_refusal(item, found, shares)):
+            found = Refusal(item.name, item.line, why)
+        if isinstance(found, Refusal):
+            report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
+            continue
+        moved = plan if isinstance(plan, RegisterSplit) else None
+        new_items[at] = _split(item, found, settings, shares, arch, moved)
+        _, stage_bytes = ring_layout(found)
+        total = found.threads + 32 * producers
+        report.rewrites.append(
+            Rewrite(
+                item.name,
+                item.line,
+                f"{found.threads} threads",
+                f"{total} threads (.reqntid)",
+                (
+                    f"split: {warps} consumer warps + {producers} producer warps, "
+                    f"{settings.stages}-slot mbarrier ring of {stage_bytes} bytes per slot",
+                    f"launch with {total} threads per block: consumers keep %tid.x 0..{found.threads - 1}",
+                    f"producer thread p stages consumer threads p + {32 * producers}j, j < {shares}",
+                    *(
+                        [
+                            f"setmaxnreg: launch {moved.launch} registers per thread (.maxnreg), producers "
+                            f"{moved.producers}, consumers {moved.consumers}"
+                        ]
+                        if moved
+                        else []
+                    ),
+                ),
+            )
+        )
+        report.inserted.append(item.name)
+    return replace(module, items=tuple(new_items)), report
+
+
+def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
+    """A name of the input that the split's own registers, labels or shared variables would declare again."""
+    items = [d for d in module.items if isinstance(d, ast.Declaration)]
+    for node in (*ast.walk(function), *(n for d in items for n in ast.walk(d))):
+        name = (
+            node.text
+            if isinstance(node, ast.Name)
+            else node.name
+            if isinstance(node, (ast.Declarator, ast.Label, ast.Param))
+            else None
+        )
+        if name is not None and name.startswith(OWN_PREFIXES):
+            return name
+    return None
+
+
+def _threads(function: ast.Function) -> int:
+    """The block's declared threads in x (0 when undeclared: find_staged_loop refuses it)."""
+    bounds = block_bounds(function)
+    return bounds.dims[0] if bounds else 0
+
+
+def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
+    """Why the settings or the file rule the pass out for every kernel."""
+    if settings.variant not in VARIANTS:
+        return f"unknown variant {settings.variant!r} (split or pipeline)"
+    if settings.variant == "pipeline":
+        return "the pipeline variant is not implemented yet"
+    if settings.stages < 2 or settings.stages > 16:
+        return f"stages must be 2..16, not {settings.stages}"
+    if arch is None or arch.number < 90:
+        return "the split needs sm_90 or later (mbarrier.try_wait)"
+    ptx = version(module.version or "")
+    if ptx is None or ptx < (7, 8):
+        return "the split needs PTX ISA 7.8 or later (mbarrier.try_wait.parity)"
+    return None
