@@ -334,8 +334,12 @@ def inspect_module(
         for d in item.declarators
     }
     pressures = _pressures(module, built, options, cfg) if options.pressure else {}
+    lines = source.text.split("\n")  # as the parser numbers them
     kernels = []
     for function in module.kernels:
+        assert function.body is not None
+        text = "\n".join(lines[function.line - 1 : function.body.end_line])
+        named = {name: d for name, d in module_shared.items() if name in text}  # a name used is a name written
         resources = compiled.functions.get(function.name) or FunctionResources(function.name, is_kernel=True)
         threads, threads_from = block_size(function, options.block_size)
         kernels.append(
@@ -346,7 +350,7 @@ def inspect_module(
                 occupancy(arch, resources.registers or 0, resources.shared, threads),
                 threads_from,
                 statistics(built.sass.get(function.name, [])),
-                ptx_facts(function, module_shared),
+                ptx_facts(function, named),
                 [w for w in compiled.warnings if w.function == function.name],
                 pressures.get(function.name),
             )

@@ -171,7 +171,7 @@ def lint_module(
     elif tool_rules and compiled is not None:
         for r in tool_rules:
             result.findings.extend(_run(r, ctx, settings, result.path, lines))
-    silenced = cuda_suppressions(given.text) if generated else suppressions(module)
+    silenced = cuda_suppressions(given.text) if generated else suppressions(module, source.text)
     kept = [f for f in result.findings if not silenced.silenced(f.code, f.location.line)]
     result.findings = sorted(kept, key=lambda f: (f.location.line, f.location.column, f.code))
     return result

@@ -145,11 +145,14 @@ def _spans(module: ast.Module, count: int) -> list[Span]:
     return spans
 
 
-def _source_lines(module: ast.Module, lines: list[int], beside: Path) -> dict[int, tuple[str, str]]:
+def _source_lines(module: ast.Module, text: str, lines: list[int], beside: Path) -> dict[int, tuple[str, str]]:
     """At each PTX line whose `.loc` source line differs from the line before: `file:line` and that line's text
     (empty when the file cannot be read here)."""
     from ptxtool.syntax.lineinfo import LineInfo
 
+    files = any(isinstance(d, ast.Directive) and d.word == ".file" for d in module.items)
+    if not files or ".loc" not in text:  # no file or no mark: no line to show, without walking every statement
+        return {}
     info = LineInfo.of(module)
     if not info.files:
         return {}
@@ -207,7 +210,6 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     """Everything the page shows of one PTX file, the `index`-th on the page (InputError when it does not parse or
     ptxas rejects it). The file is parsed once and each function's CFG built once for lint, inspect's pressure
     curves and the pictures; ptxas and nvdisasm run in a thread meanwhile (one `-lineinfo` build for all)."""
-    from ptxtool.analysis.loops import find_loops
     from ptxtool.lint.context import Context
     from ptxtool.report.html import line_anchor
     from ptxtool.report.json_report import inspect_document
@@ -241,9 +243,9 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     for k, data in zip(report.kernels, documented, strict=True):
         cfg = ctx.cfg(by_name[k.name])
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
-        drawn = cfg_svg(cfg, find_loops(cfg), link, ids=f"f{index}-k{len(kernels)}-")
+        drawn = cfg_svg(cfg, ctx.loops(by_name[k.name]), link, ids=f"f{index}-k{len(kernels)}-")
         kernels[k.name] = KernelView(k.name, data, drawn, curve)
-    source_at = _source_lines(module, list(range(1, len(lines) + 1)), Path(source.path).parent)
+    source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
     return FileView(
         source.display, arch, lines, _spans(module, len(lines)), kernels, sass, unplaced, findings, source_at, notes
