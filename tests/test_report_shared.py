@@ -31,6 +31,8 @@ FILES = [
         "fresh/nvcc.k11_restrict.sm75.ptx",
         "fresh/nvcc.k04_inline_asm.sm86.G.ptx",
         "fresh/triton.asm_print.sm90.ptx",
+        "triton36/flash_fwd.sm90a.ptx",
+        "triton36/atomic_cas_lock.sm90a.ptx",
     )
 ]
 
