@@ -322,7 +322,7 @@ def _record(record: dict) -> str:
     checks = record.get("checks") or {}
     out.append("<table>" + "".join(_row((k, v)) for k, v in checks.items()) + "</table>")
     for problem in record.get("problems") or ():
-        out.append(f'<p class="bad">{escape(str(problem))}</p>')
+        out.append(f'<p class="bad">{escape(_problem_text(problem))}</p>')
     rewrites = [w for p in record.get("passes") or () for w in p.get("rewrites", ())]
     out.append(f"<p>{len(rewrites)} rewrite{'s' * (len(rewrites) != 1)} kept</p>")
     dropped = record.get("dropped") or []
@@ -427,3 +427,11 @@ def render(files: list[FileView], comparison: Comparison | None = None, tune: di
             f"</main><script>{_SCRIPT}</script></body></html>",
         ]
     )
+
+
+def _problem_text(problem: object) -> str:
+    """optimize's JSON problems are diagnostics (ptxtool.optimize/2): their line and message; older records: text."""
+    if not isinstance(problem, dict):
+        return str(problem)
+    line, message = problem.get("line"), str(problem.get("message", problem))
+    return f"line {line}: {message}" if line else message
