@@ -12,9 +12,9 @@ import json
 import pickle
 import random
 import re
-import time
 
 import pytest
+from test_frontend_regressions import lex_seconds
 
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.lexer import _ITEM_SPLIT, LexSession, decimal_list, section_span
@@ -166,22 +166,11 @@ def test_a_debug_section_in_both_layouts_parses_and_prints_the_same() -> None:
 # ---------------------------------------------------------------- the lexer
 
 
-def _lex_seconds(text: str) -> float:
-    _, lexer, _, _ = _parser()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in lexer.tokens(text, LexSession()):
-            pass
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def test_trailing_blanks_lex_in_linear_time() -> None:
     _, lexer, _, _ = _parser()
     tokens = list(lexer.tokens(HEAD + " \t\n" * 10, LexSession()))
     assert [t.type for t in tokens] == ["VERSION", "FLOAT", "TARGET", "WORD", "ADDRESS_SIZE", "INT"]
-    small, large = _lex_seconds(HEAD + " \t\n" * 50_000), _lex_seconds(HEAD + " \t\n" * 200_000)
+    small, large = lex_seconds(HEAD + " \t\n" * 50_000), lex_seconds(HEAD + " \t\n" * 200_000)
     assert large < 1.0 and large < 8 * small + 0.02
 
 
@@ -191,7 +180,7 @@ FAR_ENDS = {"initializer starts": "= {1, ", "section starts": ".section .a {\n.b
 
 @pytest.mark.parametrize("unit", FAR_ENDS.values(), ids=FAR_ENDS.keys())
 def test_fast_paths_do_not_scan_to_a_far_end_again_and_again(unit: str) -> None:
-    small, large = _lex_seconds(HEAD + unit * 1_500 + "}"), _lex_seconds(HEAD + unit * 6_000 + "}")
+    small, large = lex_seconds(HEAD + unit * 1_500 + "}"), lex_seconds(HEAD + unit * 6_000 + "}")
     assert large < 8 * small + 0.02  # a rescan per start would take 16x
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_tune import STAGED_PARAMS
 
 from ptxtool.errors import InputError
 from ptxtool.services import tune as tune_service
@@ -398,23 +399,7 @@ def test_register_variants_are_verified_and_timed_and_the_faster_wins(
     assert result.winner == "registers:.minnctapersm 2 -> 1" and c[result.winner].ratio.high < 0.6
 
 
-SMALL_STAGED = """kernel = "staged"
-grid = 4
-block = 128
-[[param]]
-name = "a"
-type = "f32"
-count = 2048
-[[param]]
-name = "out"
-type = "f32"
-count = 512
-output = true
-[[param]]
-name = "n"
-type = "u32"
-value = 4
-"""
+SMALL_STAGED = 'kernel = "staged"\ngrid = 4\nblock = 128' + STAGED_PARAMS
 
 
 def staged(block_made_for: int) -> Callable:

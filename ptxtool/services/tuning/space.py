@@ -179,14 +179,19 @@ def _cache_operators(value: Any, key: str, where: str) -> tuple[str, ...]:
     return names
 
 
+def _known(value: Any, key: str, where: str, known: Iterable[str], what: str) -> tuple[str, ...]:
+    """A string or list of strings, each one of `known` (else the first unknown one, named as a `what`)."""
+    names, known = _strings(value, key, where), tuple(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise _fail(where, key, f"unknown {what} {unknown[0]!r} (known: {', '.join(known)})")
+    return names
+
+
 def _registers(value: Any, key: str, where: str) -> tuple[str, ...]:
     if isinstance(value, bool):
         return REGISTER_KINDS if value else ()
-    names = _strings(value, key, where)
-    unknown = [n for n in names if n not in REGISTER_KINDS]
-    if unknown:
-        raise _fail(where, key, f"unknown kind {unknown[0]!r} (known: {', '.join(REGISTER_KINDS)})")
-    return names
+    return _known(value, key, where, REGISTER_KINDS, "kind")
 
 
 def _warp_roles(value: Any, key: str, where: str) -> RoleSpace:
@@ -200,11 +205,7 @@ def _warp_roles(value: Any, key: str, where: str) -> RoleSpace:
         raise _fail(where, f"{key}.{unknown[0]}", "unknown (known: variant, producer_warps, stages)")
     space = RoleSpace()
     if "variant" in value:
-        variants = _strings(value["variant"], f"{key}.variant", where)
-        wrong = [v for v in variants if v not in ROLE_VARIANTS]
-        if wrong:
-            raise _fail(where, f"{key}.variant", f"unknown variant {wrong[0]!r} (known: {', '.join(ROLE_VARIANTS)})")
-        space = replace(space, variants=variants)
+        space = replace(space, variants=_known(value["variant"], f"{key}.variant", where, ROLE_VARIANTS, "variant"))
     producers = value.get("producer_warps", value.get("producer-warps"))
     if producers is not None:
         given = _expand(producers, f"{key}.producer_warps", where)
@@ -220,11 +221,7 @@ def _warp_roles(value: Any, key: str, where: str) -> RoleSpace:
 
 
 def _generators(value: Any, key: str, where: str) -> tuple[str, ...]:
-    names = _strings(value, key, where)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        raise _fail(where, key, f"unknown generator {unknown[0]!r} (known: {', '.join(GENERATORS)})")
-    return names
+    return _known(value, key, where, GENERATORS, "generator")
 
 
 def _objective(value: Any, key: str, where: str) -> str:
