@@ -29,7 +29,24 @@ from ptxtool.syntax import ast
 MAX_THREADS = 1024  # threads per block on every target
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
-SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+# (matched by the name before any `.x`/`.y`/`.z`: `%tid` read whole, as a vector, is refused too; %tid.x alone is not)
+SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+
+
+def shape_special(name: str) -> bool:
+    """Whether a special register name is one the grown block changes: all of SHAPE_SPECIALS, %tid but %tid.x."""
+    base, _, component = name.partition(".")
+    return base in SHAPE_SPECIALS or (base == "%tid" and component != "x")
+
+
+def _tid_x_width(i: ast.Instruction) -> int | None:
+    """The width (bits) other than 32 at which `i` reads %tid.x, which the producers' 32-bit copy could not
+    replace (`mov.u16 %rs1, %tid.x`); None when it reads %tid.x as 32 bits or not at all."""
+    if not any(n.text == "%tid.x" for operand in i.operands for n in isa.operand_names(operand)):
+        return None
+    widths = [b for m in i.modifiers if (b := type_bits(m))]
+    source = widths[-1:] if i.opcode in ("cvt", "cvta") else widths
+    return next((b for b in source if b != 32), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +227,10 @@ def find_staged_loop(
     for op in ops:
         for operand in op.instruction.operands:
             for n in isa.operand_names(operand):
-                if n.text.startswith(SHAPE_SPECIALS):
+                if shape_special(n.text):
                     return refuse(op.line, f"reads {n.text}, which the grown block would change")
+        if bits := _tid_x_width(op.instruction):
+            return refuse(op.line, f"reads %tid.x as a {bits}-bit value, which the producers' copy could not")
         if isa.effects(op.instruction) & Effect.CALL:
             return refuse(op.line, "calls a function (its effects on the roles are unknown)")
         if isa.find(op.instruction) is None:
