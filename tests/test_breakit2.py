@@ -48,11 +48,6 @@ TRIP_R13 = [("setp.eq.s32 \t%p1, %r1, 0;", "setp.eq.s32 \t%p1, %r13, 0;")]
 TRIP_R13 += [("setp.lt.u32 \t%p2, %r12, %r1;", "setp.lt.u32 \t%p2, %r12, %r13;")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a trip count read with ld.volatile/ld.relaxed before the loop: the producers' replay drops the load "
-    "(its FENCE effect) but keeps the branches on its register, so the producers run an undefined number of trips",
-)
 @pytest.mark.parametrize("load", ["ld.volatile.global.u32", "ld.relaxed.gpu.global.u32"])
 def test_producers_keep_the_load_that_gives_the_trip_count(load: str, assemble) -> None:
     """`ld.volatile.global.u32 %r13, [count]` (nvcc's code for a `volatile int *`): the consumers run %r13 trips,
@@ -60,21 +55,35 @@ def test_producers_keep_the_load_that_gives_the_trip_count(load: str, assemble) 
     role prologue). Fewer producer trips: consumers wait on full forever; more: producers wait on empty forever."""
     text = _planted(STAGED, (BEFORE_LOOP, BEFORE_LOOP + f"\t{load} \t%r13, [%rd3];\n"), *TRIP_R13)
     _assembles(assemble, text)
-    out, _ = _split(text)
-    assert out is None or load.split(".")[1] in _producers(out).partition("$__wr_pL__loop:")[0]
+    out, reasons = _split(text)
+    assert out is None and any("before the loop defines a register the producers" in r for r in reasons), reasons
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an ld.relaxed spin + fence.acq_rel (acquire by fence) before the loop: the producers drop both the load "
-    "and the fence and load tile data unsynchronized",
-)
 def test_producers_keep_a_relaxed_spin_and_its_fence(assemble) -> None:
     spin = SPIN.format(load="ld.relaxed.gpu.global.u32", fence="\tfence.acq_rel.gpu;\n")
     text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + spin))
     _assembles(assemble, text)
-    out, _ = _split(text)
-    assert out is None or ("ld.relaxed" in _producers(out) and "fence.acq_rel" in _producers(out))
+    out, reasons = _split(text)
+    assert out is None and any("ld.relaxed.gpu.global.u32 at line" in r for r in reasons), reasons
+
+
+def test_producers_do_not_drop_an_acquire_whose_value_nothing_reads(assemble) -> None:
+    """`ld.acquire` before the loop orders the loads after it even when nothing reads its value: the producers
+    would drop it (it defines a register they could not replay) and load unordered. Refused."""
+    text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + "\tld.acquire.gpu.global.u32 \t%r13, [%rd3];\n"))
+    _assembles(assemble, text)
+    out, reasons = _split(text)
+    assert out is None and any("ld.acquire.gpu.global.u32 at line" in r for r in reasons), reasons
+
+
+def test_producers_replay_a_fence_before_the_loop(assemble) -> None:
+    """A fence (no register, no memory) before the loop is replayed by the producers, before their loads."""
+    text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + "\tfence.acq_rel.gpu;\n"))
+    out, reasons = _split(text)
+    assert out is not None, reasons
+    producers = _producers(out)
+    assert "fence.acq_rel.gpu;" in producers.partition("$__wr_pL__loop:")[0]
+    _assembles(assemble, out)
 
 
 @pytest.mark.parametrize(
@@ -113,25 +122,18 @@ def test_producers_reading_tid_as_a_vector_stage_their_own_tid(read: str, assemb
     assert out is None and any("which the grown block would change" in r for r in reasons), reasons
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="griddepcontrol.wait before the loop is dropped from the producers' replay: under programmatic dependent "
-    "launch they load the primary grid's output before it is complete",
-)
 def test_producers_keep_griddepcontrol_wait(assemble) -> None:
     """Consumers wait (griddepcontrol.wait) but never load the tiles; producers load them without waiting. Any
     read the kernel does after the wait must stay after it in whichever role does it; refusing is also correct."""
     text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + "\tgriddepcontrol.wait;\n"))
     _assembles(assemble, text)
-    out, _ = _split(text)
-    assert out is None or "griddepcontrol.wait" in _producers(out)
+    out, reasons = _split(text)
+    assert out is not None, reasons
+    producers = _producers(out)
+    assert "griddepcontrol.wait;" in producers.partition("$__wr_pL__loop:")[0]
+    _assembles(assemble, out)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an acquire spin before the loop loses its ld.acquire in the producers (dropped with the stores and "
-    "fences): the spin tests an undefined register (ptxas deletes it) and the producers load tiles unsynchronized",
-)
 def test_producers_keep_an_acquire_spin_before_the_loop(assemble) -> None:
     """`spin: ld.acquire.gpu [flag]; until flag != 0` then the tile loop: the producers' copy is `spin: setp %p3,
     %r13, 0; @%p3 bra spin` with %r13 never written; SASS (ptxas 13.5): the producers' path has no LDG.STRONG.GPU,
@@ -139,15 +141,10 @@ def test_producers_keep_an_acquire_spin_before_the_loop(assemble) -> None:
     spin = SPIN.format(load="ld.acquire.gpu.global.u32", fence="")
     text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + spin))
     _assembles(assemble, text)
-    out, _ = _split(text)
-    assert out is None or "ld.acquire" in _producers(out)
+    out, reasons = _split(text)
+    assert out is None and any("ld.acquire.gpu.global.u32 at line" in r for r in reasons), reasons
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an acquire in the compute part (waiting until tile k+1 is published) orders the next trip's staging "
-    "loads; producers running S trips ahead load tile k+1 before any consumer acquired it",
-)
 def test_staging_is_not_run_ahead_of_an_acquire_in_the_compute_part(assemble) -> None:
     """Trip k polls `flag > k` (ld.acquire.gpu) after computing, so trip k+1's plain loads see what the other agent
     published. After the split, the producers pass empty[1] at once (first S trips) and load tile 1 before any
@@ -160,7 +157,17 @@ def test_staging_is_not_run_ahead_of_an_acquire_in_the_compute_part(assemble) ->
     text = _planted(STAGED, PLAIN_LOAD, (fma, fma + poll))
     _assembles(assemble, text)
     out, reasons = _split(text)
-    assert out is None, "split although the loop observes other agents between trips"
+    assert out is None and any("in the compute part: producers running ahead" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize("where", ["compute", "tail"])
+def test_staging_is_not_run_ahead_of_a_fence_in_the_loop(where: str, assemble) -> None:
+    """A relaxed poll's fence (here alone) in the compute part or the tail orders the next trip's loads: refused."""
+    at = FMA if where == "compute" else "\tadd.s32 \t%r12, %r12, 1;\n"
+    text = _planted(STAGED, PLAIN_LOAD, (at, at + "\tfence.acq_rel.gpu;\n"))
+    _assembles(assemble, text)
+    out, reasons = _split(text)
+    assert out is None and any(f"in the {where} part" in r and "fence.acq_rel" in r for r in reasons), reasons
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
 from ptxtool.isa import Effect, Mode
-from ptxtool.isa.caching import type_bits
+from ptxtool.isa.caching import observes_other_agents, type_bits
 from ptxtool.isa.targets import REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
@@ -346,7 +346,8 @@ def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
 def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
     """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
     header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
-    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names)."""
+    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names); nothing in
+    the loop observes other agents (producers run up to S trips ahead of the consumers' acquires)."""
     ops, cfg, name = f.ops, f.cfg, f.function.name
     kept = kept_by_consumers(f, staging)
 
@@ -368,6 +369,8 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
             return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
         if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
             return Refusal(name, op.line, f"{i.mnemonic} in the {where} part (producers must not order or wait)")
+        if where and (why := observes_other_agents(i)):  # an acquire of trip k orders trip k+1's staging loads
+            return Refusal(name, op.line, f"{why} in the {where} part: producers running ahead would not observe it")
         if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
             return Refusal(name, op.line, "the staging part writes memory other than shared")
         if where == "tail" and isa.memory_accesses(i):
