@@ -493,11 +493,6 @@ def test_setmaxnreg_pool_fits_and_producers_stay_under_their_count(assemble) -> 
     _assembles(assemble, out)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the loop, warps 2-3 exit and warps 0-1 reach bar.sync 0, which exiting threads release (PTX ISA, "
-    "exit); the consumers' copy is bar.sync 1, 128, a counted barrier exits do not release: warps 0-1 hang",
-)
 @pytest.mark.parametrize("leave", ["\t@%p3 exit;\n", "\t@%p3 bra \t$L__end;\n"])
 def test_a_barrier_after_some_consumer_warps_exit_is_not_given_a_count(leave: str, assemble) -> None:
     """The counted barrier must count only the threads that can still arrive, or the split must be refused."""
@@ -505,8 +500,17 @@ def test_a_barrier_after_some_consumer_warps_exit_is_not_given_a_count(leave: st
     store = "\tst.global.f32 \t[%rd8], %f1;\n"
     text = _planted(STAGED, (store, "\tsetp.ge.u32 \t%p3, %r2, 64;\n" + leave + "\tbar.sync \t0;\n" + store + end))
     _assembles(assemble, text)
-    out, _ = _split(text)
-    assert out is None or "bar.sync 1, 128;" not in out
+    out, reasons = _split(text)
+    assert out is None and any("a CTA barrier outside the loop some threads may have left" in r for r in reasons)
+
+
+def test_a_barrier_after_a_uniform_exit_is_still_split(assemble) -> None:
+    """An exit every thread of the CTA takes or none (a parameter's test) leaves the barrier after it counted."""
+    store = "\tst.global.f32 \t[%rd8], %f1;\n"
+    leave = "\tsetp.eq.u32 \t%p3, %r1, 7;\n\t@%p3 exit;\n\tbar.sync \t0;\n"
+    out, reasons = _split(_planted(STAGED, (store, leave + store)))
+    assert out is not None and "bar.sync 1, 128;" in out, reasons
+    _assembles(assemble, out)
 
 
 SPLIT_OK = {

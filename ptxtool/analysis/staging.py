@@ -269,6 +269,12 @@ def find_staged_loop(
         if cfg.block_of[op.index] in divergent:
             why = divergent[cfg.block_of[op.index]]
             return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
+    if (why := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
+        return refuse(
+            why.line,
+            "a CTA barrier outside the loop some threads may have left before (exit/ret): the "
+            "consumers' counted copy (bar.sync 1, N) is not released by exits and would wait forever",
+        )
     plain = [op for op in barriers if full_barrier(op.instruction)]
     if len(barriers) != 2 or len(plain) != 2:
         return refuse(ops[lo].line, f"the loop waits {len(barriers)} times per trip; the split needs exactly 2")
@@ -320,6 +326,25 @@ def find_staged_loop(
 
 _IMPURE = Effect.BRANCH | Effect.BARRIER | Effect.ATOMIC | Effect.FENCE | Effect.ASYNC | Effect.CALL | Effect.RESOURCE
 _IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
+
+
+def _barrier_after_exits(f: _Finder, divergent: dict[int, Op], loop: range) -> Op | None:
+    """A full barrier outside the loop that threads may reach after others of the CTA left (a divergent `exit`
+    before it, or a branch around it): the split counts it, and a counted barrier does not count exits."""
+    cfg = f.cfg
+    leaving = [
+        op
+        for op in f.ops
+        if isa.effects(op.instruction) & Effect.RETURN
+        and (cfg.block_of[op.index] in divergent or f.offsets.divergent_guard(op))
+    ]
+    for op in f.ops:
+        if op.index in loop or not full_barrier(op.instruction):
+            continue
+        block = cfg.block_of[op.index]
+        if block in divergent or any(not cfg.dominates(block, cfg.block_of[r.index]) for r in leaving):
+            return op
+    return None
 
 
 def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
