@@ -269,9 +269,9 @@ def find_staged_loop(
         if cfg.block_of[op.index] in divergent:
             why = divergent[cfg.block_of[op.index]]
             return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
-    if (why := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
+    if (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
         return refuse(
-            why.line,
+            stuck.line,
             "a CTA barrier outside the loop some threads may have left before (exit/ret): the "
             "consumers' counted copy (bar.sync 1, N) is not released by exits and would wait forever",
         )
@@ -300,6 +300,12 @@ def find_staged_loop(
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
+    if (escape := _escaping_address(f, buffers)) is not None:
+        return refuse(
+            escape.line,
+            f"{escape.instruction.mnemonic} takes a value computed from a shared buffer's address other than as the "
+            "address of a shared access (a wgmma descriptor, say): it would not follow the ring slot",
+        )
     kept = kept_by_consumers(f, staging)
     result = StagedLoop(
         name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
@@ -326,6 +332,37 @@ def find_staged_loop(
 
 _IMPURE = Effect.BRANCH | Effect.BARRIER | Effect.ATOMIC | Effect.FENCE | Effect.ASYNC | Effect.CALL | Effect.RESOURCE
 _IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
+
+
+def _escaping_address(f: _Finder, buffers: tuple[SharedBuffer, ...]) -> Op | None:
+    """An op that takes a value computed from a shared buffer's address (through register arithmetic) other than
+    in the address of a shared access: the split moves only those addresses into the trip's ring slot."""
+    symbols = {b.name for b in buffers}
+    registers = f.cfg.linear.registers
+    derived: set[int] = set()  # ops whose results are computed from a buffer's address
+    changed = True
+    while changed:
+        changed = False
+        for op in f.ops:
+            if op.index in derived:
+                continue
+            names = {registers[k].name for k in op.uses if derived & set(f.du.defs_of.get((op.index, k), ()))}
+            names |= {n.text for x in op.instruction.operands for n in isa.operand_names(x) if n.text in symbols}
+            if not names:
+                continue
+            i = op.instruction
+            if isa.family(i) in ("setp", "set") and not isa.effects(i):
+                continue  # a comparison of the consumers' own (unmoved) pointers: the same outcome in every slot
+            touches, effects = isa.memory_accesses(i), isa.effects(i)
+            addresses = [a for a, _, s in touches if s.startswith("shared")]
+            for operand in i.operands:
+                moved = isinstance(operand, ast.Address) and any(a is operand for a in addresses)  # not descriptors
+                if not moved and (touches or effects) and any(n.text in names for n in isa.operand_names(operand)):
+                    return op
+            if not touches and not effects:
+                derived.add(op.index)
+                changed = True
+    return None
 
 
 def _barrier_after_exits(f: _Finder, divergent: dict[int, Op], loop: range) -> Op | None:
