@@ -76,6 +76,19 @@ def test_producers_do_not_drop_an_acquire_whose_value_nothing_reads(assemble) ->
     assert out is None and any("ld.acquire.gpu.global.u32 at line" in r for r in reasons), reasons
 
 
+def test_producers_do_not_replay_setmaxnreg_before_the_loop(assemble) -> None:
+    """The kernel's own setmaxnreg before the loop (a resource change): the producers would replay it beside the
+    split's own register moves. Refused."""
+    text = _planted(
+        STAGED.replace(".target sm_90", ".target sm_90a"),
+        (BEFORE_LOOP, BEFORE_LOOP + "\tsetmaxnreg.inc.sync.aligned.u32 \t240;\n"),
+        (".reqntid 128, 1, 1", ".reqntid 128, 1, 1\n.maxnreg 128"),
+    )
+    _assembles(assemble, text)
+    out, reasons = _split(text)
+    assert out is None and any("setmaxnreg.inc.sync.aligned.u32 at line" in r for r in reasons), reasons
+
+
 def test_producers_replay_a_fence_before_the_loop(assemble) -> None:
     """A fence (no register, no memory) before the loop is replayed by the producers, before their loads."""
     text = _planted(STAGED, PLAIN_LOAD, (BEFORE_LOOP, BEFORE_LOOP + "\tfence.acq_rel.gpu;\n"))

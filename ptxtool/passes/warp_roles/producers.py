@@ -60,7 +60,7 @@ def _units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, as
 def _waits(i: ast.Instruction) -> bool:
     """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
     the producers replay it, so their loads stay after it as the consumers' would."""
-    return bool(observes_other_agents(i)) and not isa.memory_accesses(i) and not isa.effects(i) & Effect.ATOMIC
+    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
 
 
 def _dropped(i: ast.Instruction) -> bool:
@@ -80,10 +80,15 @@ def producer_refusal(function: ast.Function, found: StagedLoop, shares: int) -> 
     if isinstance(units, str):
         return units
     for op in build_cfg(function).linear.ops[: found.staging.start]:
-        if op.defs and _dropped(op.instruction):
+        i = op.instruction
+        if op.defs and (_dropped(i) or observes_other_agents(i)):
             return (
-                f"{op.instruction.mnemonic} at line {op.line} before the loop defines a register the producers "
+                f"{i.mnemonic} at line {op.line} before the loop defines a register the producers "
                 "could not replay (an atomic, ordered or barrier access)"
+            )
+        if isa.effects(i) & Effect.RESOURCE:
+            return (
+                f"{i.mnemonic} at line {op.line} before the loop changes the thread's resources (producers replay it)"
             )
     if shares == 1:
         return None
