@@ -5,6 +5,7 @@ a correct pass must do; an attempt the passes handle correctly is a plain test (
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from test_pass_registers_remat import TABLE_NC, kernel, remat_module
@@ -571,4 +572,16 @@ def test_warp_roles_splits_correctly(case: str, assemble) -> None:
         assert ring % 32 == 0
         assert re.search(r"ld\.shared\.v4\.f32 \{[^}]*\}, \[%wr_a\d\+(\d+)\];", consumers)[1] == "16"
         assert re.search(r"ld\.shared\.v2\.f32 \{[^}]*\}, \[%wr_a\d\+(\d+)\];", consumers)[1] == "536"
+    _assembles(assemble, out)
+
+
+def test_a_long_chain_of_address_arithmetic_is_analysed_without_recursion(assemble) -> None:
+    """1,500 steps computing the staging addresses (deeper than Python's recursion limit): the split is made, in
+    time linear in the chain (it raised RecursionError, an internal bug, when the walk to a loaded source recursed)."""
+    chain = "".join("\tadd.s32 \t%r11, %r11, 4;\n\tadd.s32 \t%r8, %r8, 4;\n" for _ in range(1500))
+    text = _planted(STAGED, ("\tmov.f32 \t%f1, 0f00000000;\n", chain + "\tmov.f32 \t%f1, 0f00000000;\n"))
+    started = time.perf_counter()
+    out, reasons = _split(text)
+    assert out is not None, reasons
+    assert time.perf_counter() - started < 30
     _assembles(assemble, out)

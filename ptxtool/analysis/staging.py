@@ -107,6 +107,33 @@ def full_barrier(i: ast.Instruction) -> bool:
     return len(i.operands) == 1 and isinstance(i.operands[0], ast.Immediate) and i.operands[0].value == 0
 
 
+def _replayed_wait(i: ast.Instruction) -> bool:
+    """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
+    the producers replay it before the loop, so their loads stay after it as the consumers' would."""
+    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
+
+
+def dropped_by_producers(i: ast.Instruction) -> bool:
+    """Whether the producers' copy of the code before the loop leaves `i` out: a write (but to their own local
+    memory), a barrier of the consumers', an atomic or an ordered access (the waits they replay aside)."""
+    writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))
+    effects = isa.effects(i) & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)
+    return not _replayed_wait(i) and (writes or bool(effects))
+
+
+def _unreplayable(ops: tuple[Op, ...] | list[Op]) -> tuple[Op, str] | None:
+    """An op before the loop the producers can neither drop nor replay, and why: one they drop that defines a
+    register, or one that may read another value than the consumers' (an ordered load, a `ld.volatile` trip count,
+    an `ld.acquire` spin flag), or a resource change (setmaxnreg) they would make as well as the split's own."""
+    for op in ops:
+        i = op.instruction
+        if op.defs and (dropped_by_producers(i) or observes_other_agents(i)):
+            return op, "defines a register the producers could not replay (an atomic, ordered or barrier access)"
+        if isa.effects(i) & Effect.RESOURCE:
+            return op, "changes the thread's resources (producers replay it)"
+    return None
+
+
 def _barrier(i: ast.Instruction) -> bool:
     return bool(isa.effects(i) & Effect.BARRIER) or isa.family(i) in ("bar", "barrier")
 
@@ -177,20 +204,22 @@ class _Finder:
         return [op for b in sorted(loop.blocks) for op in self.cfg.ops(self.cfg.blocks[b])]
 
     def loaded_source(self, op: int, key: str, seen: set[tuple[int, str]]) -> Op | None:
-        """A load (other than of a kernel parameter) that register `key`, as op reads it, is computed from."""
-        for d in self.du.defs_of.get((op, key), ()):
-            if d == ENTRY or (d, key) in seen:
-                continue
-            seen.add((d, key))
-            source = self.ops[d]
-            i = source.instruction
-            if isa.memory_accesses(i) and not (i.opcode == "ld" and "param" in i.modifiers):
-                return source
-            if isa.effects(i) & (Effect.ATOMIC | Effect.CALL):
-                return source
-            for u in source.uses:
-                if found := self.loaded_source(d, u, seen):
-                    return found
+        """A load (other than of a kernel parameter) that register `key`, as op reads it, is computed from (a
+        worklist, not recursion: a chain of thousands of definitions is as deep)."""
+        work = [(op, key)]
+        while work:
+            at, register = work.pop()
+            for d in self.du.defs_of.get((at, register), ()):
+                if d == ENTRY or (d, register) in seen:
+                    continue
+                seen.add((d, register))
+                source = self.ops[d]
+                i = source.instruction
+                if isa.memory_accesses(i) and not (i.opcode == "ld" and "param" in i.modifiers):
+                    return source
+                if isa.effects(i) & (Effect.ATOMIC | Effect.CALL):
+                    return source
+                work.extend((d, u) for u in source.uses)
         return None
 
 
@@ -300,6 +329,9 @@ def find_staged_loop(
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
+    if (unreplayable := _unreplayable(ops[:lo])) is not None:
+        op, why = unreplayable
+        return refuse(op.line, f"{op.instruction.mnemonic} at line {op.line} before the loop {why}")
     if (escape := _escaping_address(f, buffers)) is not None:
         return refuse(
             escape.line,

@@ -7,10 +7,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 
 from ptxtool import isa
-from ptxtool.analysis.cfg import build_cfg
-from ptxtool.analysis.staging import StagedLoop
-from ptxtool.isa import Effect, Mode
-from ptxtool.isa.caching import observes_other_agents
+from ptxtool.analysis.staging import StagedLoop, dropped_by_producers
 from ptxtool.isa.targets import Target
 from ptxtool.passes.warp_roles.emit import EMPTY, FULL, mapped, relocated, renamed, slot_code, statements, wait_code
 from ptxtool.syntax import ast
@@ -57,39 +54,12 @@ def _units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, as
     return out
 
 
-def _waits(i: ast.Instruction) -> bool:
-    """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
-    the producers replay it, so their loads stay after it as the consumers' would."""
-    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
-
-
-def _dropped(i: ast.Instruction) -> bool:
-    """Whether the producers' copy of the code before the loop leaves `i` out: a write (but to their own local
-    memory), a barrier of the consumers', an atomic or an ordered access (the waits of `_waits` aside)."""
-    writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))
-    return not _waits(i) and (writes or bool(isa.effects(i) & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)))
-
-
 def producer_refusal(function: ast.Function, found: StagedLoop, shares: int) -> str | None:
-    """Why the producers cannot run `shares` consumer threads' parts in turn, or None. Before the loop they drop
-    writes, barriers, atomics and ordered accesses: none may define a register (a trip count read `ld.volatile`,
-    a flag spun on `ld.acquire`: replayed it could read another value, dropped it is undefined). One producer
-    thread keeps one register copy per share, but one local-memory frame: a share's local stores would clobber
-    another's."""
+    """Why the producers cannot run `shares` consumer threads' parts in turn, or None. One producer thread keeps
+    one register copy per share, but one local-memory frame: a share's local stores would clobber another's."""
     units = _units(function, found)
     if isinstance(units, str):
         return units
-    for op in build_cfg(function).linear.ops[: found.staging.start]:
-        i = op.instruction
-        if op.defs and (_dropped(i) or observes_other_agents(i)):
-            return (
-                f"{i.mnemonic} at line {op.line} before the loop defines a register the producers "
-                "could not replay (an atomic, ordered or barrier access)"
-            )
-        if isa.effects(i) & Effect.RESOURCE:
-            return (
-                f"{i.mnemonic} at line {op.line} before the loop changes the thread's resources (producers replay it)"
-            )
     if shares == 1:
         return None
     for part, _, s in units:
@@ -175,7 +145,7 @@ def producer_code(
         i = renamed(i, replayed)
         if index in found.staging and any(s.startswith("shared") for _, _, s in isa.memory_accesses(i)):
             return relocated(i, wide)
-        if index < lo and _dropped(i):
+        if index < lo and dropped_by_producers(i):
             return ()
         return (i,)
 
