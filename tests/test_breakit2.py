@@ -465,6 +465,18 @@ def test_wgmma_descriptors_follow_the_ring_slot(assemble) -> None:
     assert out is None and any("wgmma.mma_async" in r and "ring slot" in r for r in reasons), reasons
 
 
+@pytest.mark.parametrize("first", [True, False])
+def test_a_shared_address_loaded_from_the_tile_is_refused(first: bool, assemble) -> None:
+    """`ld.shared.u32 %r11, [%r11]`: the next address is data read from the tile (an absolute shared address the
+    staging stored), not computed from the buffer's address; the ring would add the slot's offset to it. Refused,
+    whether the load comes before or after the read through %r11 (its definition is not a use as data)."""
+    read, chase = "\tld.shared.f32 \t%f3, [%r11];\n", "\tld.shared.u32 \t%r11, [%r11];\n"
+    text = _planted(STAGED, (read, chase + read if first else read + chase))
+    _assembles(assemble, text)
+    out, reasons = _split(text)
+    assert out is None and any("a shared address computed from something else" in r for r in reasons), reasons
+
+
 def test_a_shared_address_stored_to_memory_is_refused(assemble) -> None:
     """The tile's address written to global memory (for another kernel, a debug dump) escapes the ring: refused."""
     store = "\tst.global.f32 \t[%rd8], %f1;\n"

@@ -21,7 +21,7 @@ from ptxtool.analysis.divergence import ThreadDependence, ThreadOffsets, diverge
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
-from ptxtool.isa import Effect, Mode
+from ptxtool.isa import Effect, Mode, Role
 from ptxtool.isa.caching import observes_other_agents, type_bits
 from ptxtool.isa.targets import REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
@@ -336,7 +336,8 @@ def find_staged_loop(
         return refuse(
             escape.line,
             f"{escape.instruction.mnemonic} takes a value computed from a shared buffer's address other than as the "
-            "address of a shared access (a wgmma descriptor, say): it would not follow the ring slot",
+            "address of a shared access (a wgmma descriptor, say), or a shared address computed from something "
+            "else: it would not follow the ring slot",
         )
     kept = kept_by_consumers(f, staging)
     result = StagedLoop(
@@ -368,7 +369,8 @@ _IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
 
 def _escaping_address(f: _Finder, buffers: tuple[SharedBuffer, ...]) -> Op | None:
     """An op that takes a value computed from a shared buffer's address (through register arithmetic) other than
-    in the address of a shared access: the split moves only those addresses into the trip's ring slot."""
+    in the address of a shared access, or a shared access whose address is not computed from one (a loaded
+    value): the split moves exactly those addresses into the trip's ring slot."""
     symbols = {b.name for b in buffers}
     registers = f.cfg.linear.registers
     derived: set[int] = set()  # ops whose results are computed from a buffer's address
@@ -387,13 +389,23 @@ def _escaping_address(f: _Finder, buffers: tuple[SharedBuffer, ...]) -> Op | Non
                 continue  # a comparison of the consumers' own (unmoved) pointers: the same outcome in every slot
             touches, effects = isa.memory_accesses(i), isa.effects(i)
             addresses = [a for a, _, s in touches if s.startswith("shared")]
-            for operand in i.operands:
+            for operand, role in isa.operand_roles(i):
                 moved = isinstance(operand, ast.Address) and any(a is operand for a in addresses)  # not descriptors
-                if not moved and (touches or effects) and any(n.text in names for n in isa.operand_names(operand)):
+                read = role is not Role.DEF and any(n.text in names for n in isa.operand_names(operand))
+                if not moved and read and (touches or effects):
                     return op
             if not touches and not effects:
                 derived.add(op.index)
                 changed = True
+    for op in f.ops:  # the converse: every shared address the split moves is computed from a buffer's address
+        for operand, _, space in isa.memory_accesses(op.instruction):
+            if not (space.startswith("shared") and isinstance(operand, ast.Address)):
+                continue
+            base = operand.base.text if isinstance(operand.base, ast.Name) else None
+            key = next((k for k in op.uses if registers[k].name == base), None)
+            defs = f.du.defs_of.get((op.index, key), ()) if key else ()
+            if base not in symbols and not (defs and all(d in derived for d in defs)):
+                return op
     return None
 
 
