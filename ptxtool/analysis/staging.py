@@ -6,8 +6,10 @@ before the next refill, then (5) steps its induction variables and branches back
 What the split needs proven, and what refuses it (one line each): the trip count is the same in every thread of
 the CTA; nothing leaves the function inside the loop; both barriers are reached by every thread; the staging
 addresses depend on no loaded value and its loads read memory the kernel never writes (producers see the same
-bytes the consumers would have); the S-stage ring of every shared variable fits the target's shared memory; the
-grown block fits 1,024 threads and 65,536 registers.
+bytes the consumers would have); nothing in the loop observes other agents, and nothing before it that the
+producers could not replay defines a register; shared buffers' addresses are used only as shared accesses'
+addresses, and those are computed from them; no CTA barrier is reached after some threads exited; the S-stage ring
+of every shared variable fits the target's shared memory; the grown block fits 1,024 threads and 65,536 registers.
 """
 
 from __future__ import annotations
