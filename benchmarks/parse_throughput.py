@@ -55,6 +55,29 @@ for round in range(int(sys.argv[2])):
 print(json.dumps({"import": t1 - t0, "parse": best_parse, "parse_print": best_both, "cold": cold}))
 """
 
+# Runs in a child: where one `ptxtool fmt FILE -o OUT` spends its time, phase by phase, in a fresh process (no
+# round is repeated, so every phase is cold, as in a real run). The interpreter's own start is `python -c pass`.
+_PHASES = """
+import json, sys, time
+t0 = time.perf_counter()
+import ptxtool.cli, ptxtool.services.fmt
+t1 = time.perf_counter()
+from ptxtool.syntax import format_module, parse
+from ptxtool.syntax.parser import _parser
+t2 = time.perf_counter()
+_parser()
+t3 = time.perf_counter()
+text = open(sys.argv[1], encoding="utf-8").read()
+module = parse(text)
+t4 = time.perf_counter()
+out = format_module(module)
+t5 = time.perf_counter()
+open(sys.argv[2], "w", encoding="utf-8").write(out)
+t6 = time.perf_counter()
+print(json.dumps({"cli imports": t1 - t0, "syntax imports": t2 - t1, "tables and lexer": t3 - t2,
+                  "read and parse": t4 - t3, "print": t5 - t4, "write": t6 - t5}))
+"""
+
 
 @dataclass
 class Run:
@@ -214,6 +237,9 @@ def bench_file(path: Path, ptxas: str, repeat: int, work: Path) -> dict:
     for _ in range(repeat):  # interleaved, so a busy moment on the machine hits both sides alike
         fmt_runs.append(measure(fmt_command))
         asm_runs.append(assemble(ptxas, path, work / "out.cubin"))
+    phases = [json.loads(measure([sys.executable, "-c", _PHASES, str(path), str(work / "phases.ptx")]).stdout)]
+    phases += [json.loads(measure([sys.executable, "-c", _PHASES, str(path), str(work / "phases.ptx")]).stdout)]
+    interpreter = min(measure([sys.executable, "-c", "pass"]).seconds for _ in range(repeat))
     fmt = min(fmt_runs, key=lambda r: r.seconds)
     asm = min(asm_runs, key=lambda r: r.seconds)
     fmt_cpu, asm_cpu = min(r.cpu for r in fmt_runs), min(r.cpu for r in asm_runs)
@@ -234,6 +260,7 @@ def bench_file(path: Path, ptxas: str, repeat: int, work: Path) -> dict:
         "fmt_cpu_s": fmt_cpu,
         "ptxas_cpu_s": asm_cpu,
         "ratio_cpu": fmt_cpu / asm_cpu,
+        "phases_s": {"interpreter": interpreter, **{k: min(p[k] for p in phases) for k in phases[0]}},
     }
 
 
@@ -301,6 +328,8 @@ def main() -> int:
                 f"against {data['ptxas_cpu_s']:.2f} s, ratio {data['ratio_cpu']:.2f}",
                 file=sys.stderr,
             )
+            spent = ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in data["phases_s"].items())
+            print(f"  where fmt's time goes (ms, best of 2 fresh processes): {spent}", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -54,11 +54,11 @@ BENCHES = {
 
 def _block(path: Path, kernel: str) -> int:
     """The block size a kernel declares (`.reqntid`, else `.maxntid`)."""
-    from ptxtool.analysis.memory import threads
+    from ptxtool.analysis.launch_bounds import block_bounds
     from ptxtool.syntax import parse
 
     function = next(f for f in parse(path.read_text()).kernels if f.name == kernel)
-    return threads(function)[0]
+    return block_bounds(function).dims[0]
 
 
 def _assemble(path: Path, arch: str = "sm_90") -> None:

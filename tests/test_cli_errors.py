@@ -286,7 +286,7 @@ def test_sarif_uris_are_percent_encoded(command, tmp_path, monkeypatch):
         (["parse", "--json", PTX], "ptxtool.ast/2"),
         (["inspect", "--json", PTX], "ptxtool.inspect/1"),
         (["lint", "--json", PTX], "ptxtool.lint/1"),
-        (["optimize", "--json", PTX, "-o", "{tmp}/out.ptx"], "ptxtool.optimize/1"),
+        (["optimize", "--json", PTX, "-o", "{tmp}/out.ptx"], "ptxtool.optimize/2"),
         (["doctor", "--json"], "ptxtool.doctor/1"),
     ],
     ids=lambda v: v[0] if isinstance(v, list) else None,

@@ -174,7 +174,7 @@ def test_verbose_lists_skips_and_json_lists_drops(tmp_path: Path, monkeypatch) -
     monkeypatch.setitem(pass_module.SASS_MODIFIER, "L1::no_allocate", "EF")
     cli = run("optimize", COMM, "-o", str(tmp_path / "o.ptx"), "--json")
     data = json.loads(cli.stdout)
-    assert cli.exit_code == 0 and data["schema"] == "ptxtool.optimize/1" and data["verified"]
+    assert cli.exit_code == 0 and data["schema"] == "ptxtool.optimize/2" and data["verified"]
     reasons = {(d["kernel"], d["line"]): d["reason"] for d in data["dropped"]}
     assert reasons["plain_copy", 487] == "promised SASS .EF.LTC256B but ptxas made LDG.E.NA.LTC256B.128"
     assert data["checks"]["promised_modifiers"] == data["checks"]["present_modifiers"] == 1
@@ -192,7 +192,7 @@ def test_cli_stdout_file_and_in_place(tmp_path: Path) -> None:
     out = tmp_path / "o.ptx"
     cli = run("optimize", COMM, "-o", str(out), "--json", "--noalias", "plain_copy")
     data = json.loads(cli.stdout)
-    assert cli.exit_code == 0 and data["schema"] == "ptxtool.optimize/1" and data["verified"]
+    assert cli.exit_code == 0 and data["schema"] == "ptxtool.optimize/2" and data["verified"]
     assert "ld.global.nc.L1::no_allocate.L2::256B.v4.u32" in out.read_text()
     rewrite = next(r for r in data["passes"][0]["rewrites"] if r["line"] == 487)
     assert rewrite["sass"] == ["CONSTANT", "NA", "LTC256B"] and rewrite["reasons"][0].startswith(".nc: read-only")

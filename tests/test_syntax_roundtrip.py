@@ -218,7 +218,7 @@ def owners(module: ast.Module) -> list[tuple[str, tuple[str, ...]]]:
     out = [
         (type(n).__name__, n.leading + n.trailing + (n.footer if isinstance(n, ast.Block) else ()))
         if isinstance(n, ast.Owner)
-        else (type(n).__name__, ())
+        else ("InitList" if isinstance(n, ast.InitList) else type(n).__name__, ())  # a Literals is an InitList
         for n in ast.walk(module)
     ]
     return [*out, ("footer", module.footer)]

@@ -23,9 +23,9 @@ def run_probe(cache: Path) -> str:
 
 def test_tables_are_cached_and_a_warm_run_does_not_import_lark(tmp_path: Path) -> None:
     assert run_probe(tmp_path).strip() == "True"  # the first run compiles the tables with Lark
-    (cached,) = (tmp_path / "ptxtool").glob("tables-*.pickle")
+    (cached,) = (tmp_path / "ptxtool").glob("tables-*.marshal")
     assert run_probe(tmp_path).strip() == "False"
-    cached.write_bytes(b"not a pickle")
+    cached.write_bytes(b"not marshal data")
     assert run_probe(tmp_path).strip() == "True"  # damaged: rebuilt, and written again
     assert run_probe(tmp_path).strip() == "False"
 

@@ -593,7 +593,8 @@ def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> b
 
 
 def threads(function: ast.Function) -> tuple[int, ...]:
-    """The most threads per block in x, y, z that `.maxntid`/`.reqntid` allow (empty: not declared)."""
+    """`block_bounds(function).dims`, empty when undeclared: kept only for analysis/staging.py to import until it
+    calls `block_bounds` itself (docs/architecture.md, "Not yet in their place")."""
     bounds = block_bounds(function)
     return bounds.dims if bounds else ()
 
@@ -614,7 +615,9 @@ def memory_facts(
     loops = find_loops(cfg, du)
     params = {p.name for p in function.params or ()}
     defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
-    ev = _Evaluator(cfg, du, loops, variable_spaces(module, function), params, _ALLOCATORS - defined, threads(function))
+    bounds = block_bounds(function)
+    spaces = variable_spaces(module, function)
+    ev = _Evaluator(cfg, du, loops, spaces, params, _ALLOCATORS - defined, bounds.dims if bounds else ())
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.memory import (
     BLOCK_INDICES,
     Affine,
@@ -33,7 +34,6 @@ from ptxtool.analysis.memory import (
     Symbol,
     memory_facts,
     non_coherent,
-    threads,
 )
 from ptxtool.isa.caching import access_bytes, cache_operator, coherent, with_modifier
 from ptxtool.isa.targets import MAX_BLOCK
@@ -182,7 +182,8 @@ def _blocks_apart(k: _Kernel, a: MemoryAccess) -> bool:
     (`a[blockIdx.x * 32 + threadIdx.x]` with 256-thread blocks is read by up to 8 blocks)."""
     least, most = k.neighbours.spans.get((a.base, frozenset(a.offset.terms.items())), (0, 0))
     reach = most - least
-    bounds = threads(k.function)
+    declared = block_bounds(k.function)
+    bounds = declared.dims if declared else ()
     for symbol, coefficient in a.offset.terms.items():
         blocks = [f for f in symbol.factors if f.startswith("%ctaid.")]
         if not blocks:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, UsageError
+from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, Location, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline, warp_roles
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
 from ptxtool.passes.cache_operators import POLICIES, Policy, Settings
@@ -37,7 +37,15 @@ from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.resources import FunctionResources
 from ptxtool.toolchain.sass import GLOBAL_MEMORY, SassCode, crossings, disassemble, listing
 
-SCHEMA = "ptxtool.optimize/1"
+SCHEMA = "ptxtool.optimize/2"  # /2: `problems` are diagnostics (in /1, strings)
+# The `code` of each reason a file fails (its `problems`): a unit --strict let fail, the split's own proof, the register
+# pass's numbers, the GPU comparison.
+_STRICT, _WARP_ROLES_PROOF, _REGISTERS_PROOF, _GPU = (
+    "optimize/strict",
+    "optimize/warp-roles",
+    "optimize/registers",
+    "optimize/gpu",
+)
 _LINE_DIRECTIVES = frozenset((".loc", ".file"))
 # Spellings of one promise: ptxas shows `.L2::256B` as a 128- or a 256-byte L2 prefetch depending on the target.
 _SAME_PROMISE = {"LTC128B": "LTC", "LTC256B": "LTC"}
@@ -134,7 +142,7 @@ class OptimizeResult:
     kernels: list[KernelChange] = field(default_factory=list)
     dropped: list[Diagnostic] = field(default_factory=list)  # optimize/dropped: each with why, in words
     insertions: list[Insertion] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    failures: list[Diagnostic] = field(default_factory=list)  # why the file failed (--strict, a pass's proof, GPU)
     checks: Checks = field(default_factory=Checks)
     options: Options = field(default_factory=Options)
     original: str = ""  # the input's text (for --diff)
@@ -146,7 +154,14 @@ class OptimizeResult:
 
     @property
     def verified(self) -> bool:
-        return not self.problems
+        return not self.failures
+
+    @property
+    def problems(self) -> list[str]:
+        """The failures as one line each, `path:line: message` (the text report's and the benchmarks' form)."""
+        return [
+            f"{d.location.path}{f':{d.location.line}' if d.location.line else ''}: {d.message}" for d in self.failures
+        ]
 
     @property
     def exit_code(self) -> int:
@@ -167,7 +182,7 @@ class OptimizeResult:
             "arch": self.arch,
             "changed": self.changed,
             "verified": self.verified,
-            "problems": self.problems,
+            "problems": [d.to_data() for d in self.failures],
             "gpu": self.gpu,
             "checks": self.checks.to_data(),
             "passes": [r.to_data() for r in self.reports],
@@ -256,7 +271,7 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     kept_reports = [
         replace(r, rewrites=[w for u in units if u.key in keys for w in u.rewrites if w in r.rewrites]) for r in reports
     ]
-    result = OptimizeResult(path, arch, after.text, kept_reports, dropped=dropped, problems=problems)
+    result = OptimizeResult(path, arch, after.text, kept_reports, dropped=dropped, failures=problems)
     result.insertions = [_insertion(a) for a in _needed(added, [e for u in kept for e in u.edits])]
     result.kernels = [
         KernelChange(
@@ -272,12 +287,13 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     if REGISTERS in options.passes and not problems:
         from ptxtool.services.registers import stage
 
-        result.text, registers, result.problems, written = stage(result.text, source, arch, options.spec)
+        result.text, registers, problems, written = stage(result.text, source, arch, options.spec)
+        result.failures = [_failure(path, p.removeprefix(f"{path}: "), _REGISTERS_PROOF) for p in problems]
         result.reports.append(registers)
         for k in result.kernels:
             k.after = written.get(k.name, k.after)
-    if options.spec and result.changed and not result.problems:
-        result.checks.gpu, result.checks.trials, result.problems = _compare_on_gpu(source, result.text, options.spec)
+    if options.spec and result.changed and not result.failures:
+        result.checks.gpu, result.checks.trials, result.failures = _compare_on_gpu(source, result.text, options.spec)
     result.options, result.original = options, source.text
     names = [k.name for k in module.kernels]
     result.unmatched = [
@@ -301,21 +317,22 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
     registers = {name: f.registers for name, f in before.functions.items() if f.registers}
     roles = replace(options.roles, registers=registers)
     optimized, reports = run_pipeline(module, options.passes, {warp_roles.NAME: roles})
-    text, after, problems = source.text, before, []
+    text, after, problems = source.text, before, list[Diagnostic]()
     if reports[0].changed:
         try:
             after = compile_ptx(format_module(optimized), path, arch)
         except InputError as error:
-            problems.append(f"{path}: ptxas rejects the split (a bug in ptxtool): {error}")
+            problems.append(_failure(path, f"ptxas rejects the split (a bug in ptxtool): {error}", _WARP_ROLES_PROOF))
         else:
             sass = disassemble(after.cubin)
             for r in reports[0].rewrites:
                 opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
                 missing = [m for m in warp_roles.SASS_PROOF if m not in opcodes]
                 if missing:
-                    problems.append(f"{path}:{r.line}: {r.kernel}: the SASS lacks {', '.join(missing)}")
+                    said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
+                    problems.append(_failure(path, said, _WARP_ROLES_PROOF, r.line, r.column, kernel=r.kernel))
             text = format_module(optimized) if not problems else text
-    result = OptimizeResult(path, arch, text, reports, problems=problems)
+    result = OptimizeResult(path, arch, text, reports, failures=problems)
     result.checks.roles = 0 if problems else len(reports[0].rewrites)
     result.kernels = [
         KernelChange(k.name, before.functions.get(k.name), after.functions.get(k.name), {}, {}) for k in module.kernels
@@ -345,7 +362,7 @@ def _keep_verified(
     before: _Build,
     arch: str,
     strict: bool,
-) -> tuple[list[_Unit], list[Diagnostic], list[str], _Build]:
+) -> tuple[list[_Unit], list[Diagnostic], list[Diagnostic], _Build]:
     """Verify the units together, drop those that fail and verify the rest again, until none fails: the units
     kept, those dropped (with why), the problems that fail the file (`strict`), and the build to write."""
     path = source.display
@@ -368,15 +385,20 @@ def _keep_verified(
             if not failures:
                 return kept, dropped, [], after
         if strict:
-            return (
-                kept,
-                [],
-                [f"{path}:{u.line}: {u.kernel}: {failures[u.key]}" for u in kept if u.key in failures],
-                after,
-            )
+            failed = [
+                _failure(path, f"{u.kernel}: {failures[u.key]}", _STRICT, *u.place, kernel=u.kernel)
+                for u in kept
+                if u.key in failures
+            ]
+            return kept, [], failed, after
         dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
+
+
+def _failure(path: str, message: str, code: str, line: int = 0, column: int = 0, **properties: Any) -> Diagnostic:
+    """One reason the file failed, as every diagnostic is: `code` says which check (docs/optimize.md lists them)."""
+    return Diagnostic(Location(path, line, column), message, code=code, properties=properties)
 
 
 def optimize(
@@ -425,6 +447,11 @@ class _Unit:
     @property
     def key(self) -> tuple[str, int]:
         return self.kernel, self.line
+
+    @property
+    def place(self) -> tuple[int, int]:
+        """Its input line and the column of its first rewritten opcode."""
+        return self.line, min((e.old.column for e in self.edits), default=0)
 
     @property
     def promised(self) -> tuple[str, ...]:
@@ -780,7 +807,7 @@ def _global_memory(code: SassCode | None) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _compare_on_gpu(source: Source, text: str, spec_path: str) -> tuple[str, int, list[str]]:
+def _compare_on_gpu(source: Source, text: str, spec_path: str) -> tuple[str, int, list[Diagnostic]]:
     """Run the original and the optimized text on the GPU with the spec (from the texts, never re-read from disk);
     the verdict, the trials, and the differences as problems."""
     from ptxtool.report.gpu import run_lines
@@ -789,5 +816,5 @@ def _compare_on_gpu(source: Source, text: str, spec_path: str) -> tuple[str, int
 
     report = run([source, Source(f"{source.display} (optimized)", text)], load_spec(spec_path))
     lines = run_lines(report)[1:4] if report.exit_code != EXIT_OK else []
-    problems = [f"on the GPU ({spec_path}): {x.strip()}" for x in lines]
+    problems = [_failure(source.display, f"on the GPU ({spec_path}): {x.strip()}", _GPU) for x in lines]
     return report.verdict, report.trials, problems

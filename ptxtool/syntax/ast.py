@@ -1,4 +1,5 @@
-"""The PTX syntax tree: small frozen dataclasses, children in tuples, edited with `dataclasses.replace`.
+"""The PTX syntax tree: small frozen dataclasses, children in tuples, edited with `dataclasses.replace` (made by
+`records`, which compiles their methods in one go: the same classes `@dataclass(frozen=True, slots=True)` makes).
 
 Nodes keep every token's spelling (`0f3F800000` stays so) and the comments that belong to them, never source text:
 the printer rebuilds the file from these fields alone. Positions (`line`, `column`) are 1-based, 0 for nodes made
@@ -9,19 +10,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import FrozenInstanceError, field, fields
+
+from ptxtool.syntax.records import finish, record
 
 # ---------------------------------------------------------------- operands
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Name:
     """A register, special register, symbol, label or the sink `_` (PTX does not tell them apart by spelling)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Immediate:
     """A number kept as written: `0x1F`, `017`, `0b101`, `1U`, `-4`, `0f3F800000`, `1.5`."""
 
@@ -32,21 +35,21 @@ class Immediate:
         return literal_value(self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class String:
     """A double-quoted string, escapes kept as written."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Not:
     """A negated predicate operand: `!%p`."""
 
     name: Name
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PredPair:
     """A destination with a predicate beside it, written `p|q` (setp, elect.sync) or `{d0, d1}|p` (tex, tld4)."""
 
@@ -54,7 +57,7 @@ class PredPair:
     second: Name
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SymbolOffset:
     """A symbol plus a constant expression: `table+4`, `table+4*2` (`+` is kept before a negative one: `x+-4`)."""
 
@@ -62,7 +65,7 @@ class SymbolOffset:
     offset: Operand
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Address:
     """A memory operand `[base]`, `[base+imm]`, `[base-imm]`, `[base+3*64]` (the offset a constant expression), or a
     multi-part one `[tex, sampler, {x, y}]`."""
@@ -73,21 +76,21 @@ class Address:
     rest: tuple[Operand, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Vector:
     """A brace list of operands: `{%f1, %f2, _}`."""
 
     items: tuple[Operand, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParenList:
     """A parenthesised operand list, as in `call (ret), f, (a, b)`; may be empty."""
 
     items: tuple[Operand, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unary:
     """A constant expression `-x`, `!x` or `~x` (a minus before a literal is folded into it: `-3` is a literal)."""
 
@@ -99,7 +102,7 @@ class Unary:
         return constant_value(self)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Binary:
     """A run of C binary operators of one precedence, left to right: `a*b`, `1<<20`, `1+2-3` (operands (1, 2, 3),
     ops ("+", "-")). A flat chain is one node, however long."""
@@ -112,7 +115,7 @@ class Binary:
         return constant_value(self)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Paren:
     """A parenthesised constant expression `(a+b)`."""
 
@@ -123,7 +126,7 @@ class Paren:
         return constant_value(self)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Conditional:
     """A constant expression `c?a:b`."""
 
@@ -155,7 +158,7 @@ Operand = (
 # ---------------------------------------------------------------- initializers and attributes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Generic:
     """`generic(sym)` or `generic(sym)+4` in an initializer: the generic address of a variable."""
 
@@ -163,7 +166,7 @@ class Generic:
     offset: Operand | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mask:
     """`0xFF(sym)`, `0xFF00(sym+4)`, `0xFF(generic(sym))` in an initializer: some bytes of an address."""
 
@@ -171,7 +174,7 @@ class Mask:
     address: Name | SymbolOffset | Generic
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FieldInit:
     """`filter_mode = nearest` inside a `.samplerref`/`.texref` initializer."""
 
@@ -179,17 +182,66 @@ class FieldInit:
     value: Name | Immediate
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InitList:
     """A brace initializer, possibly nested: `{1, 2, {3, 4}}`."""
 
     items: tuple[Initializer, ...]
 
 
+_INIT_ITEMS = InitList.__dict__["items"]  # the slot holding an InitList's items (a Literals' once decoded)
+
+
+class Literals(InitList):
+    """A brace list of literals only, `{1, 2, -3, 0f3F800000}`, held as one string without blanks
+    (`1,2,-3,0f3F800000`), not a node per element: a table of a million bytes parses and prints without a million
+    nodes. It is an InitList: `items` decodes the Immediates on first use, and it equals (and hashes as) the
+    InitList of the same items; `dataclasses.replace` with new items gives that InitList."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str = "", items: tuple[Initializer, ...] | None = None) -> InitList:
+        return InitList(items) if items is not None else object.__new__(cls)
+
+    def __init__(self, text: str = "", items: None = None) -> None:
+        object.__setattr__(self, "text", text)
+
+    @property
+    def items(self) -> tuple[Immediate, ...]:  # type: ignore[override]
+        try:
+            return _INIT_ITEMS.__get__(self)
+        except AttributeError:
+            texts = self.text.split(",")
+            nodes = {text: Immediate(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
+            items = tuple(map(nodes.__getitem__, texts))
+            _INIT_ITEMS.__set__(self, items)
+            return items
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is Literals:
+            return self.text == other.text
+        return self.items == other.items if isinstance(other, InitList) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.items,))  # as InitList's
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __repr__(self) -> str:
+        return f"Literals({self.text!r})"
+
+    def __reduce__(self) -> tuple:
+        return Literals, (self.text,)
+
+
 Initializer = Operand | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attribute:
     """A `.word` before a declared name: a state space, type, vector width, linkage, `.align 16`, `.ptr`,
     `.attribute(.managed)`."""
@@ -200,7 +252,7 @@ class Attribute:
     glued: bool = field(default=False, compare=False)  # written with no blank before it: the `.b16` of `.reg.b16`
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Declarator:
     """One declared name: `%r<10>`, `buf[2][16]`, `x = 1`. `dims` holds the array sizes, None for `[]`."""
 
@@ -210,7 +262,7 @@ class Declarator:
     init: Initializer | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Param:
     """A function parameter: `.param .u64 .ptr .global .align 16 out`."""
 
@@ -222,7 +274,7 @@ class Param:
 # ---------------------------------------------------------------- statements (each owns its comments)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Owner:
     """What every statement has besides its syntax: the comments it owns and where it stood (keyword-only fields,
     after the syntax ones): `leading` comments on lines above it, `trailing` ones on its line."""
@@ -234,7 +286,7 @@ class Owner:
     end_line: int = field(default=0, compare=False, kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PerfDirective(Owner):
     """A performance directive after a function's parameters, on a line of its own: `.maxntid 256, 1, 1`."""
 
@@ -242,7 +294,7 @@ class PerfDirective(Owner):
     values: tuple[Immediate, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Guard:
     """`@%p` or `@!%p` before an instruction."""
 
@@ -250,7 +302,7 @@ class Guard:
     negated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Instruction(Owner):
     """`@guard opcode.mod.mod operands;` — modifiers in written order, without their dots."""
 
@@ -265,14 +317,14 @@ class Instruction(Owner):
         return ".".join((self.opcode, *self.modifiers))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Label(Owner):
     """`name:` — a branch target, or the name of a following `.branchtargets`/`.callprototype`."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Declaration(Owner):
     """Variables or registers: `.global .align 4 .u32 table[4] = {...};`, `.reg .b32 %r<10>, %t;`."""
 
@@ -284,7 +336,7 @@ class Declaration(Owner):
         return any(a.word == word for a in self.attributes)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Directive(Owner):
     """A directive of fixed shape: `.version`, `.target`, `.address_size`, `.file`, `.loc`, `.pragma`, `.alias`,
     `.branchtargets`, `.calltargets`, and the data items of a debug section (`.b8 1, 2`).
@@ -298,7 +350,7 @@ class Directive(Owner):
     semicolon: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Difference:
     """`a-b` between two labels in debug-section data."""
 
@@ -306,7 +358,7 @@ class Difference:
     right: Name
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CallPrototype(Owner):
     """`name: .callprototype (.param .b32 _) _ (.param .b32 _) .noreturn;` — the label is the statement before it;
     `directives` are those after the parameters (`.noreturn`, `.abi_preserve 4`)."""
@@ -317,7 +369,7 @@ class CallPrototype(Owner):
     directives: tuple[PerfDirective, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Block(Owner):
     """`{ statements }`: a function body or a nested scope with its own declarations and labels.
     `footer` holds the comments between the last statement and the closing brace."""
@@ -327,7 +379,7 @@ class Block(Owner):
     end_column: int = field(default=0, compare=False, kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Data(Owner):
     """A run of debug-section data lines and labels held as one string, not a node per line (a `-G` file has tens of
     thousands): `text` is their canonical form, one `.b8 1, 2` or `name:` a line; `statements` gives the Directive
@@ -338,6 +390,8 @@ class Data(Owner):
 
     @property
     def statements(self) -> tuple[Directive | Label, ...]:
+        import re
+
         from ptxtool.syntax.lexer import SECTION_LINE
 
         if self.source:
@@ -347,7 +401,7 @@ class Data(Owner):
         names: dict[str, Operand | Difference] = {}
         out: list[Directive | Label] = []
         counted = 0
-        for m in SECTION_LINE.finditer(text):
+        for m in re.finditer(SECTION_LINE, text):
             start = m.start()
             newlines = text.count("\n", counted, start)
             if newlines and line_start is not None:
@@ -388,7 +442,7 @@ def _section_value(text: str) -> Operand | Difference:
 Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block | Data
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Function(Owner):
     """`.entry` (a kernel) or `.func`, with parameter lists (None when written without parentheses),
     performance directives, and a body (None for a declaration ending in `;`)."""
@@ -407,7 +461,7 @@ class Function(Owner):
         return self.kind == ".entry"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Section(Owner):
     """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels, or (a
     body of nothing else, as compilers write it) one Data holding them all; `ast.expanded` gives either as nodes."""
@@ -419,7 +473,7 @@ class Section(Owner):
 ModuleItem = Directive | Declaration | Function | Section
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Module:
     """A PTX file: its top-level items and the comments after the last one."""
 
@@ -467,6 +521,7 @@ NODE_TYPES: tuple[type, ...] = (
     Mask,
     FieldInit,
     InitList,
+    Literals,
     Attribute,
     Declarator,
     Param,
@@ -484,6 +539,7 @@ NODE_TYPES: tuple[type, ...] = (
     Section,
     Module,
 )
+finish((Owner, *(c for c in NODE_TYPES if "__dataclass_fields__" in c.__dict__)))
 
 
 def children(node: object) -> Iterator[object]:

@@ -126,11 +126,14 @@ class Driver:
         self.statement_starts = frozenset(
             state for state, row in tables.states.items() if "statement" in row or "module_item" in row
         )
+        # a `?rule` reduced from its one child (`?atom` -> `?unary` -> ... -> `?expression` for each literal) leaves
+        # the value as it is: its build is None, and the driver only changes the state
+        units = [rule.expand1 and rule.size == 1 and rule.keep == ((0, False),) for rule in tables.rules]
         self.actions: dict[int, dict[str, object]] = {
             state: {
                 symbol: action
                 if action.__class__ is int
-                else (tables.rules[action[0]].size, builders[action[0]], action[1])
+                else (tables.rules[action[0]].size, None if units[action[0]] else builders[action[0]], action[1])
                 for symbol, action in row.items()
             }
             for state, row in tables.states.items()
@@ -181,6 +184,9 @@ class Driver:
                     values.append(token)
                     break
                 size, build, goto = action
+                if build is None:  # a unit reduction: the value stays
+                    stack[-1] = actions[stack[-2]][goto]
+                    continue
                 if size:
                     children = values[-size:]
                     del values[-size:]
@@ -196,12 +202,15 @@ class Driver:
                 on_error(Unexpected(end, self.expected(stack), _unclosed(values)))
                 return None
             size, build, goto = action
-            children = values[-size:] if size else []
-            if size:
-                del values[-size:]
-                del stack[-size:]
-            values.append(build(children))
-            stack.append(actions[stack[-1]][goto])
+            if build is None:
+                stack[-1] = actions[stack[-2]][goto]
+            else:
+                children = values[-size:] if size else []
+                if size:
+                    del values[-size:]
+                    del stack[-size:]
+                values.append(build(children))
+                stack.append(actions[stack[-1]][goto])
             if stack[-1] == self.end_state:
                 return values[-1]
 

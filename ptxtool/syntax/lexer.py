@@ -38,34 +38,74 @@ _SECTION_VALUE = (
     rf"(?:{_SECTION_INT}|{_SECTION_NAME}(?:[ \t]*+\+[ \t]*+{_SECTION_INT}|[ \t]*+-[ \t]*+{_SECTION_NAME})?"
     rf"|\.debug_[A-Za-z0-9_]++(?:[ \t]*+\+[ \t]*+{_SECTION_INT})?)"
 )
+# The patterns below that only some files need are strings, compiled on first use (`re` keeps them compiled): every
+# pattern compiled at import is start-up time of every command.
 # One statement of a plain debug section: `.b8 1, 2`, `.b32 .debug_abbrev`, `.b64 $L__func_begin0` (groups: word,
 # values), or a label (group 3).
-SECTION_LINE = re.compile(
+SECTION_LINE = (
     rf"(?:(\.b(?:8|16|32|64))[ \t]++({_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+)"
     r"|([A-Za-z_$][A-Za-z0-9_$]*+)[ \t]*+:)"
 )
 # The same without groups, for `findall` to list whole statements in one call.
-SECTION_ITEM = re.compile(
+SECTION_ITEM = (
     rf"\.b(?:8|16|32|64)[ \t]++{_SECTION_VALUE}(?:[ \t]*+,[ \t]*+{_SECTION_VALUE})*+|[A-Za-z_$][A-Za-z0-9_$]*+[ \t]*+:"
 )
-_ITEM_SPLIT = re.compile(f"({SECTION_ITEM.pattern})")  # split: blanks, item, blanks, item, ..., blanks
+_ITEM_SPLIT = f"({SECTION_ITEM})"  # split: blanks, item, blanks, item, ..., blanks
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
+_BODY_SPAN = re.compile(r"[^{}/]*+\}")  # up to the `}`, unless a `{` or a `/` comes first
 
 
-def section_span(text: str, at: int) -> tuple[int, list[str]] | None:
+# The layout compilers write (one item a line, no blanks but the one after the word, `\n` line ends), checked by a
+# pattern of character runs that is several times quicker than SECTION_ITEM's general one; `[0-9,]++` takes the
+# common all-integer line (its commas are checked apart, over the whole body).
+_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
+_PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
+_PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
+_PLAIN_BODY = rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+"
+_INDENT = r"(?m)^[ \t]++"
+
+
+def section_span(text: str, at: int) -> tuple[int, str] | None:
     """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
-    where it ends (after its `}`) and its items, found in one scan; None for any other body."""
+    where it ends (after its `}`) and its items, one a line, found in one scan; None for any other body."""
     brace = _OPEN_BRACE.match(text, at)
-    if brace is None:
+    span = _BODY_SPAN.match(text, brace.end()) if brace is not None else None
+    if span is None:  # no end, a comment or a nested brace first: the ordinary path (found without a far scan)
         return None
-    close = text.find("}", brace.end())
-    if close < 0 or text.find("/", brace.end(), close) >= 0:  # no end, or a comment: the ordinary path
-        return None
-    parts = _ITEM_SPLIT.split(text[brace.end() : close])
+    close = span.end() - 1
+    body = text[brace.end() : close]
+    if re.fullmatch(_PLAIN_BODY, body) and ",," not in body and " ," not in body and ",\n" not in body:
+        items = body.strip(" \t\n")
+        return close + 1, re.sub(_INDENT, "", items) if "\n " in items or "\n\t" in items else items
+    parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
     if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
         return None  # something that is no data line, or two items glued together
-    return close + 1, parts[1::2]
+    return close + 1, "\n".join(parts[1::2])
+
+
+_DECIMAL_SPAN = re.compile(r"[0-9, \t\f\r\n]*+\}")  # a run of one character class: a C loop, no regex steps
+_BLANK_BYTES = b" \t\f\r\n"
+_DIGIT_RUNS = bytes.maketrans(bytes(range(256)), bytes(57 if 48 <= b <= 57 else 44 for b in range(256)))  # 0-9: 9
+
+
+def decimal_list(text: str, at: int) -> tuple[int, str] | None:
+    """A brace list of decimal integers at `at` (blanks, then `{`), the usual data table: where it ends (after its
+    `}`) and its values without blanks (`1,2,3`), checked with bytes operations (C loops, no regex steps); None for
+    anything else."""
+    brace = _OPEN_BRACE.match(text, at)
+    span = _DECIMAL_SPAN.match(text, brace.end()) if brace is not None else None
+    if span is None:  # stops at the first other character: no scan to a `}` far away (`= {= {= {...` is linear)
+        return None
+    raw = text[brace.end() : span.end() - 1].encode("ascii")
+    packed = raw.translate(None, _BLANK_BYTES)
+    if not packed or packed[0] == 44 or packed[-1] == 44 or b",," in packed:  # 44: a comma
+        return None
+    # as many runs of digits as values: no two numbers with only blanks between them (`1 2`, glued by dropping blanks)
+    runs = raw.translate(_DIGIT_RUNS)
+    if runs.count(b",9") + (runs[0] == 57) != packed.count(b",") + 1:
+        return None
+    return span.end(), packed.decode("ascii")
 
 
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
@@ -118,7 +158,9 @@ class LexSession:
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
     text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    section_items: dict[int, list[str]] = field(default_factory=dict)  # SECTION_BODY start -> its items
+    # what the lexer worked out for a SECTION_BODY (its items, one a line) or DATA_LIST (its values, no blanks), by
+    # the token's start
+    payloads: dict[int, str] = field(default_factory=dict)
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 
@@ -140,23 +182,38 @@ class PtxLexer:
                 patterns.append((-term.priority, order, term.name, term.pattern))
         patterns.sort()
         by_name = {name: regexp for _, _, name, regexp in patterns}
-        literal = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})"
-        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass)
-        full = re.compile(rf"\s*+\{{\s*+(?:{literal}\s*+,\s*+)*+{literal}\s*+\}}")
-        decimal = re.compile(r"\s*+\{\s*+(?:[0-9]++\s*+,\s*+)*+[0-9]++\s*+\}")  # the usual table: quicker to check
-        self.data_list = lambda text, at: decimal.match(text, at) or full.match(text, at)
+        # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass); the
+        # usual table of decimal integers is checked by bytes operations, quicker still (decimal_list)
+        literal, blanks = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})", r"[ \t\f\r\n]*+"
+        full = re.compile(rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}").match
+
+        def data_list(text: str, at: int) -> tuple[int, str | None] | None:
+            found = decimal_list(text, at)
+            return found if found is not None else (m.end(), None) if (m := full(text, at)) else None
+
+        self.data_list = data_list
         # a section body of nothing but data lines and labels is one SECTION_BODY token (section_span); anything
         # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
         # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
         self.commented_brace = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{")
-        alternatives = [f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns]
-        alternatives.append(r"(?P<OPEN_COMMENT>/\*)")  # a block comment that never ends (complete ones matched above)
-        alternatives.append(r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)')  # a string that never ends: up to its line's end
+        alternatives = {name: f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns}
+        alternatives["OPEN_COMMENT"] = r"(?P<OPEN_COMMENT>/\*)"  # a block comment that never ends
+        alternatives["OPEN_STRING"] = (
+            r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)'  # a string that never ends: to its line's end
+        )
         punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
-        alternatives.append(f"(?P<PUNCT>{punct})")
+        alternatives["PUNCT"] = f"(?P<PUNCT>{punct})"
         # a number glued to letters (`12ab`) is one bad token, so that no scan over its digits is repeated per digit
-        alternatives.append(r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])")
-        self.master = re.compile("|".join(alternatives), re.S)
+        alternatives["BAD"] = r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])"
+        # Alternatives are tried in order, so the most frequent go first where no earlier one can match the same
+        # text: nothing else starts like a WORD (a letter, `_`, `$`, `%` and a name character) but `%` in PUNCT and
+        # the catch-all, which stay after it; comments precede PUNCT for `/`; no PUNCT character starts a number,
+        # a directive or a string. The blanks before a token are part of its match (each blank tried as the start of
+        # every alternative would cost more than the token), and `\Z` ends the text after the last blanks.
+        first = ("WORD", "COMMENT", "OPEN_COMMENT", "PUNCT")
+        order = [*first, *(name for name in alternatives if name not in first)]
+        body = "|".join(alternatives[name] for name in order)
+        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
@@ -171,29 +228,31 @@ class PtxLexer:
         new_str = str.__new__
         data_list = self.data_list
         commented_brace = self.commented_brace.match
-        items = session.section_items
+        payloads = session.payloads
         body_after_comments = False
         previous = ""
         position = 0
         while position is not None:
             matches, position = self.master.finditer(text, position), None
             for m in matches:
-                start = m.start()
+                kind = m.lastgroup
+                if kind is None:  # the end of the text, after blanks
+                    break
+                value = m[kind]
+                start = m.end() - len(value)
                 if last_end != start:
                     newlines = count("\n", last_end, start)
                     if newlines:
                         line += newlines
                         line_start = rfind("\n", last_end, start) + 1
-                kind = m.lastgroup
-                value = m.group()
-                last_end = m.end()
+                last_end = start + len(value)
                 if kind == "WORD" or kind == "DOTWORD":
                     kind = keywords.get(value, kind)
                 elif kind == "PUNCT":
                     kind = punctuation[value]
-                    if kind == "EQUAL" and (data := data_list(text, last_end)):
+                    if kind == "EQUAL" and (span := data_list(text, last_end)):
                         position = last_end  # the initializer is data: one token, then lexing goes on after it
-                        fast, span = "DATA_LIST", (data.end(), None)
+                        fast = "DATA_LIST"
                 elif kind == "COMMENT":
                     # blanks and CR at a line comment's end are layout, not words: the formatter owns them
                     text_ = value.rstrip() if value[1] == "/" else value.replace("\r\n", "\n")
@@ -239,7 +298,7 @@ class PtxLexer:
                         line_start = rfind("\n", last_end, brace) + 1
                     last_end = span[0]
                     if span[1] is not None:
-                        items[brace] = span[1]
+                        payloads[brace] = span[1]
                     value = text[brace:last_end]
                     session.prev_line = session.last_line
                     session.last_line = line

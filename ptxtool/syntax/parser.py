@@ -146,12 +146,12 @@ def _attribute_name(a: ast.Attribute) -> ast.Name:
 
 _FIRST_ITEM = re.compile(r"[^ \t\f\r\n]")
 # canonical blanks in data lines: `, ` between values, one blank after the word, none before a label's colon
-_COMMA = re.compile(r"[ \t]*+,[ \t]*+")
-_WORD_BLANKS = re.compile(r"^(\.b[0-9]+)[ \t]++", re.M)
-_LABEL_BLANKS = re.compile(r"[ \t]++:$", re.M)
-_BLANKS = re.compile(r"\s++")
+_COMMA = r"[ \t]*+,[ \t]*+"  # these patterns are compiled on first use: rarely needed
+_WORD_BLANKS = r"(?m)^(\.b[0-9]+)[ \t]++"
+_LABEL_BLANKS = r"(?m)[ \t]++:$"
+_BLANKS = r"\s++"
 # blanks around the `+` of an offset, the `-` of a difference, after a unary minus (not after a `.b8` word)
-_SIGN_BLANKS = re.compile(r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++")
+_SIGN_BLANKS = r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++"
 
 
 def _tokens(values) -> list[Token]:
@@ -262,18 +262,18 @@ class _Build:
             source = text[start:end].rstrip()
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
-            found = self.session.section_items.pop(token.start_pos, None)
-            canonical = "\n".join(SECTION_ITEM.findall(source) if found is None else found)
+            found = self.session.payloads.pop(token.start_pos, None)
+            canonical = "\n".join(re.findall(SECTION_ITEM, source)) if found is None else found
             if "," in canonical:
                 if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
-                    canonical = _COMMA.sub(",", canonical)
+                    canonical = re.sub(_COMMA, ",", canonical)
                 else:
                     canonical = canonical.replace(", ", ",").replace(" ,", ",")
                 canonical = canonical.replace(",", ", ")
             if " +" in canonical or "+ " in canonical or " -" in canonical or "- " in canonical or "\t" in canonical:
-                canonical = _SIGN_BLANKS.sub("", canonical)
+                canonical = re.sub(_SIGN_BLANKS, "", canonical)
             if "\t" in canonical or "  " in canonical or " :" in canonical:
-                canonical = _LABEL_BLANKS.sub(":", _WORD_BLANKS.sub(r"\1 ", canonical))
+                canonical = re.sub(_LABEL_BLANKS, ":", re.sub(_WORD_BLANKS, r"\1 ", canonical))
             last_line = line + source.count("\n")
             statements = (ast.Data(canonical, source, line=line, column=column, end_line=last_line),)
         return ast.Block(statements, line=token.line, column=token.column, end_line=end_line, end_column=end_column)
@@ -388,13 +388,14 @@ class _Build:
         return ast.FieldInit(str(word), self._value(value))
 
     def i_data(self, token):
-        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): the InitList i_list builds from the same literals."""
-        inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
-        if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
-            inner = _BLANKS.sub("", inner)
-        texts = inner.split(",")
-        nodes = {text: self._imm(text) for text in set(texts)}  # a table of bytes has at most 256 distinct
-        node = ast.InitList(tuple(map(nodes.__getitem__, texts)))
+        """A DATA_LIST token (`{1, 2, -3, 0f3F800000}`): one Literals node, equal to the InitList i_list builds
+        from the same literals, its values kept as one string (the lexer has it when they are all decimal)."""
+        inner = self.session.payloads.pop(token.start_pos, None)
+        if inner is None:
+            inner = token.value[1:-1].replace(" ", "").replace("\n", "")  # no literal holds a blank: plain C loops
+            if not inner.isprintable():  # another blank (a tab, a CR): every one of them is unprintable
+                inner = re.sub(_BLANKS, "", inner)
+        node = ast.Literals(inner)
         self.depths[id(node)] = 1
         return node
 

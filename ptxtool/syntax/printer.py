@@ -74,6 +74,17 @@ def _init_list(n: ast.InitList) -> list[Piece]:
     return pieces
 
 
+def _literals(n: ast.Literals) -> list[Piece]:
+    """A Literals prints as the InitList of its items does, from its one string: rows of WRAP values found by one
+    pattern of WRAP `value,` runs (no string per value)."""
+    text = n.text
+    if text.count(",") < WRAP:
+        return ["{" + text.replace(",", ", ") + "}"]
+    rows = re.findall("[^,]*+," * WRAP, text)  # all but the last row, each with its comma
+    body = "\n\t".join(rows) + "\n\t" + text[sum(map(len, rows)) :]
+    return ["{\n\t" + body.replace(",", ", ").replace(", \n", ",\n") + "\n}"]
+
+
 def _attribute(a: ast.Attribute) -> list[Piece]:
     if a.number is not None:
         return [f"{a.word} {a.number.text}"]
@@ -129,6 +140,7 @@ PIECES: dict[type, Callable[[object], list[Piece]]] = {
     ast.Mask: lambda n: [n.mask, "(", n.address, ")"],
     ast.FieldInit: lambda n: [f"{n.name} = ", n.value],
     ast.InitList: _init_list,
+    ast.Literals: _literals,
     ast.Attribute: _attribute,
     ast.Declarator: _declarator,
     ast.Param: lambda n: [_param(n)],
@@ -287,7 +299,8 @@ class _Writer:
 
     def data(self, d: ast.Data, outer: str, inner: str) -> None:
         """A Data's canonical lines in one piece: data lines one level in, labels one out, as statements print."""
-        text = _DATA_LINE.sub(inner, d.text)
+        text = d.text  # data lines start with `.`, labels with a name: data lines go one level in
+        text = (inner + text if text.startswith(".") else text).replace("\n.", "\n" + inner + ".")
         if outer:
             text = outer + text.replace("\n", "\n" + outer)
         if d.leading:
@@ -331,9 +344,6 @@ class _Writer:
         self.lines.append(".section " + s.name)
         self.comments(s.trailing, "")
         self.block(s.body, 0)
-
-
-_DATA_LINE = re.compile(r"^(?=\.)", re.M)  # a data line in a Data's text (a label starts with a name)
 
 
 class _Trailing:

@@ -1,19 +1,21 @@
 """The grammar as plain data: Lark compiles grammar/ptx.lark into LALR tables, which are kept in a cache file so
-that a run loads them with pickle and never imports Lark (start-up is a large part of every short command).
+that a run loads them with marshal (no import of Lark, pickle or hashlib: start-up is a large part of every short
+command).
 
-The cache is keyed by the grammar's text and this module's; a missing or unreadable one is rebuilt and rewritten.
+The cache file holds the grammar's text and this module's beside the tables, and is used only when both match; a
+missing, stale or unreadable one is rebuilt and rewritten.
 """
 
 from __future__ import annotations
 
-import hashlib
+import marshal
 import os
-import pickle
-from dataclasses import dataclass
+import zlib
 from functools import cache
 from pathlib import Path
 
 from ptxtool.cache import cache_location
+from ptxtool.syntax.records import finish, record
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in the wheel, and linked in a checkout
 
@@ -21,7 +23,7 @@ GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in 
 Action = int | tuple[int, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     """What a reduction does with a rule's children: which to keep (and which are spliced helper lists), and the
     name of the node builder (or that a `?rule` with one child is that child)."""
@@ -33,7 +35,7 @@ class Rule:
     spliced: bool  # a helper rule Lark made for `x*`/`x+` (its name starts with `_`)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Terminal:
     name: str
     priority: int
@@ -41,7 +43,7 @@ class Terminal:
     literal: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tables:
     states: dict[int, dict[str, Action]]
     start_state: int
@@ -49,6 +51,9 @@ class Tables:
     rules: tuple[Rule, ...]
     terminals: tuple[Terminal, ...]  # in the grammar's order
     ignore: frozenset[str]
+
+
+finish((Rule, Terminal, Tables))
 
 
 def grammar_text() -> str:
@@ -99,26 +104,39 @@ def _compile(text: str) -> Tables:
     )
 
 
-def _cache_file(text: str) -> Path | None:
-    """Keyed by the grammar and by this file (the shape of what is cached): either changing makes a new one. None:
-    no cache (turned off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
-    key = hashlib.sha256((text + "\0" + Path(__file__).read_text(encoding="utf-8")).encode()).hexdigest()[:16]
+def _cache_file(key: str) -> Path | None:
+    """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
+    off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
     directory, why = cache_location()
-    return directory / f"tables-{key}.pickle" if directory and not why else None
+    return directory / f"tables-{zlib.crc32(key.encode()):08x}.marshal" if directory and not why else None
+
+
+def _to_data(tables: Tables) -> tuple:
+    rules = tuple((r.name, r.size, r.keep, r.expand1, r.spliced) for r in tables.rules)
+    terminals = tuple((t.name, t.priority, t.pattern, t.literal) for t in tables.terminals)
+    return tables.states, tables.start_state, tables.end_state, rules, terminals, tables.ignore
+
+
+def _from_data(data: tuple) -> Tables:
+    states, start, end, rules, terminals, ignore = data
+    return Tables(
+        states, start, end, tuple(Rule(*r) for r in rules), tuple(Terminal(*t) for t in terminals), frozenset(ignore)
+    )
 
 
 @cache
 def load() -> Tables:
-    """The tables: from the cache file when it matches the grammar, else compiled now and cached for next time."""
+    """The tables: from the cache file when it was made from this grammar and this file, else compiled now and cached
+    for next time."""
     text = grammar_text()
-    path = _cache_file(text)
+    key = text + "\0" + Path(__file__).read_text(encoding="utf-8")
+    path = _cache_file(key)
     if path is None:
         return _compile(text)
     try:
-        with path.open("rb") as f:
-            tables = pickle.load(f)
-        if isinstance(tables, Tables):
-            return tables
+        cached_key, data = marshal.loads(path.read_bytes())
+        if cached_key == key:
+            return _from_data(data)
     except Exception:  # noqa: BLE001 - missing, unreadable, from another version: rebuild it
         pass
     tables = _compile(text)
@@ -128,7 +146,7 @@ def load() -> Tables:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tables-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(tables, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(marshal.dumps((key, _to_data(tables))))
         os.replace(tmp, path)
     except OSError:  # a read-only home: the tables still work, they are only rebuilt next time
         pass

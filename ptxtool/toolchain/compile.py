@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ptxtool.cache import cache_location
@@ -28,6 +28,8 @@ _AT_LINE = re.compile(r"at line (\d+)")
 _UNRESOLVED = "Unresolved extern function"
 _UNKNOWN_TARGET = "is not defined for option 'gpu-name'"  # a target ptxas does not know (sm_99) or dropped (sm_52)
 _NEWER_TARGET = "SM version specified by .target is higher than default SM version assumed"
+_DEFAULT_ARCH_NOTE = "nvcc compiled for its default target (no --arch): a source for a newer GPU needs --arch sm_XY"
+_SEPARATE_COMPILATION = "requires separate compilation mode"  # nvcc: a kernel launches a kernel (needs -rdc=true)
 _TARGET_LINE = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
 
@@ -280,6 +282,8 @@ def cuda_to_ptx(path: str, arch: str | None, lineinfo: bool = False) -> str:
         options = [*_cccl_include(nvcc), *([f"-arch={arch}"] * bool(arch)), *(["-lineinfo"] * lineinfo)]
         args = ["-ptx", *options, path, "-o", str(out)]
         done = run_tool(nvcc, args)
+        if done.returncode != 0 and _SEPARATE_COMPILATION in done.stdout + done.stderr:
+            done = run_tool(nvcc, ["-rdc=true", *args])  # dynamic parallelism: the PTX calls the device runtime
         if done.returncode == 0:
             return out.read_text()
     log = done.stdout + done.stderr
@@ -299,4 +303,7 @@ def cuda_to_ptx(path: str, arch: str | None, lineinfo: bool = False) -> str:
             f"nvcc could not compile {path} (exit {done.returncode}): {log.strip()[:300]}; nvcc needs a host C++ "
             f"compiler (g++), and {_CCCL_HINT}"
         )
-    raise InputError([d for d in diagnostics if d.severity == "error"])
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if not arch:  # nvcc's default target is old (sm_75 in CUDA 13): a source written for a newer GPU fails there
+        errors[0] = replace(errors[0], notes=(*errors[0].notes, _DEFAULT_ARCH_NOTE))
+    raise InputError(errors)

@@ -1,0 +1,120 @@
+"""Frozen slotted dataclasses whose methods are compiled in one go.
+
+`@dataclass(frozen=True, slots=True)` compiles six small functions per class, one `exec` each; for the syntax tree's
+thirty-odd classes that was the largest part of every command's start-up. `@record` makes the same dataclass
+(fields, `dataclasses.fields`/`replace`, slots, `__match_args__`) without them, and `finish(classes)` then writes the
+methods `frozen=True, slots=True` would (`__init__`, `__repr__`, `__eq__`, `__hash__`, frozen `__setattr__` and
+`__delattr__`, `__getstate__`/`__setstate__`) for all of them, compiled as one source. Compiling it costs as much as
+the exec calls did, so its code is kept in the cache directory (with the source and the Python it was compiled by,
+both checked on load), as Python keeps a module's bytecode.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import zlib
+from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
+from types import CodeType
+
+from ptxtool.cache import cache_location
+
+_record = dataclass(slots=True, init=False, repr=False, eq=False)
+
+
+def record(cls: type) -> type:
+    """A slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
+    return _record(cls)
+
+
+def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
+    """The source of one class's methods, each named `<tag>_<method>`; defaults go into `namespace`."""
+    own = fields(cls)
+    params, keywords, body = [], [], []
+    for f in own:
+        if f.default_factory is not MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: default_factory is not supported")
+        if f.default is MISSING:
+            param = f.name
+        else:
+            namespace[f"{tag}_d_{f.name}"] = f.default
+            param = f"{f.name}={tag}_d_{f.name}"
+        (keywords if f.kw_only else params).append(param)
+        body.append(f"    _set(self, {f.name!r}, {f.name})")
+    signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
+    compared = "".join(f"self.{f.name}," for f in own if f.compare)
+    other = "".join(f"other.{f.name}," for f in own if f.compare)
+    shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in own if f.repr)
+    names = tuple(f.name for f in own)
+    return "\n".join(
+        [
+            f"def {tag}___init__({signature}):",
+            *(body or ["    pass"]),
+            f"def {tag}___repr__(self):",
+            f'    return self.__class__.__qualname__ + f"({shown})"',
+            f"def {tag}___eq__(self, other):",
+            "    if other.__class__ is self.__class__:",
+            f"        return ({compared}) == ({other})",
+            "    return NotImplemented",
+            f"def {tag}___hash__(self):",
+            f"    return hash(({compared}))",
+            f"def {tag}___getstate__(self):",
+            f"    return [{', '.join(f'self.{n}' for n in names)}]",
+            f"def {tag}___setstate__(self, state):",
+            f"    for name, value in zip({names!r}, state):",
+            "        _set(self, name, value)",
+            "",
+        ]
+    )
+
+
+def _setattr(self: object, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _delattr(self: object, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def finish(classes: tuple[type, ...]) -> None:
+    """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`, compiled together."""
+    namespace: dict[str, object] = {"_set": object.__setattr__, "__name__": classes[0].__module__}
+    tagged = [(cls, f"_{n}") for n, cls in enumerate(classes)]
+    source = "".join(_methods(cls, tag, namespace) for cls, tag in tagged)
+    exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
+    for cls, tag in tagged:
+        for method in ("__init__", "__repr__", "__eq__", "__hash__", "__getstate__", "__setstate__"):
+            function = namespace[f"{tag}_{method}"]
+            function.__name__, function.__qualname__ = method, f"{cls.__qualname__}.{method}"
+            setattr(cls, method, function)
+        cls.__init__.__annotations__ = {**{f.name: f.type for f in fields(cls)}, "return": None}
+        cls.__setattr__, cls.__delattr__ = _setattr, _delattr
+
+
+def _compiled(source: str, name: str) -> CodeType:
+    """The code of `source`: from the cache when it holds this very source compiled by this very Python, else
+    compiled now and cached (a missing, stale or unreadable entry is rewritten; no cache: compiled each run)."""
+    directory, why = cache_location()
+    key = f"{zlib.crc32(source.encode()):08x}-{sys.implementation.cache_tag}"
+    path = directory / f"records-{key}.marshal" if directory is not None and why is None else None
+    if path is not None:
+        try:
+            version, cached_source, code = marshal.loads(path.read_bytes())
+            if version == sys.version and cached_source == source and isinstance(code, CodeType):
+                return code
+        except Exception:  # noqa: BLE001 - missing, unreadable, from another version: compile and rewrite it
+            pass
+    code = compile(source, name, "exec")
+    if path is not None:
+        import tempfile  # only here: a run that finds its code never needs it
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".records-", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(marshal.dumps((sys.version, source, code)))
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache: the code still works, it is only compiled again next time
+            pass
+    return code

@@ -1,0 +1,236 @@
+"""The front end's fast paths give what the general paths give: a brace list of literals (one Literals node, checked
+with bytes operations when decimal), a section body in compilers' layout (one quick pattern), blanks lexed with the
+token after them, and the syntax-tree classes `records` makes (the methods of `@dataclass(frozen=True, slots=True)`).
+Random inputs use fixed seeds."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import json
+import pickle
+import random
+import re
+import time
+
+import pytest
+
+from ptxtool.syntax import ParseError, ast, format_module, parse
+from ptxtool.syntax.lexer import _ITEM_SPLIT, LexSession, decimal_list, section_span
+from ptxtool.syntax.parser import _parser
+from ptxtool.syntax.serialize import to_data
+
+HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"
+
+
+def _imm(*texts: str) -> tuple[ast.Immediate, ...]:
+    return tuple(ast.Immediate(t) for t in texts)
+
+
+def _init(text: str) -> ast.InitList:
+    (declaration,) = [i for i in parse(HEAD + text).items if isinstance(i, ast.Declaration)]
+    return declaration.declarators[0].init
+
+
+# ---------------------------------------------------------------- Literals
+
+
+def test_a_list_of_literals_is_one_literals_node_that_is_its_initlist() -> None:
+    node = _init(".global .b32 t[4] = {1, -2,\n 0f3F800000, 0x10};")
+    plain = ast.InitList(_imm("1", "-2", "0f3F800000", "0x10"))
+    assert type(node) is ast.Literals and node.text == "1,-2,0f3F800000,0x10"
+    assert isinstance(node, ast.InitList) and node.items == plain.items
+    assert node == plain and plain == node and hash(node) == hash(plain) and node != ast.InitList(_imm("1"))
+    assert {node: 1}[plain] == 1
+    assert dataclasses.fields(node) == dataclasses.fields(plain)
+    assert dataclasses.replace(node, items=_imm("7")) == ast.InitList(_imm("7"))
+    assert type(dataclasses.replace(node, items=_imm("7"))) is ast.InitList  # new items: a plain InitList
+    assert pickle.loads(pickle.dumps(node)) == node and copy.deepcopy(node) == node
+    assert json.dumps(to_data(node)) == json.dumps(to_data(plain))  # parse --json does not see the difference
+    assert [n.text for n in ast.walk(node) if isinstance(n, ast.Immediate)] == ["1", "-2", "0f3F800000", "0x10"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        node.text = "2"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("count", [1, 2, 15, 16, 17, 31, 32, 33, 100, 1000])
+def test_literals_print_as_the_initlist_of_their_items(count: int) -> None:
+    values = [str(k * 37 % 256) if k % 3 else f"-{k}" for k in range(count)]
+    text = HEAD + f".global .b32 t[{count}] = {{{', '.join(values)}}};\n"
+    module = parse(text)
+    (declaration,) = [i for i in module.items if isinstance(i, ast.Declaration)]
+    (declarator,) = declaration.declarators
+    assert type(declarator.init) is ast.Literals
+    plain = dataclasses.replace(declarator, init=ast.InitList(declarator.init.items))
+    as_initlist = dataclasses.replace(
+        module, items=(*module.items[:-1], dataclasses.replace(declaration, declarators=(plain,)))
+    )
+    assert format_module(module) == format_module(as_initlist)
+    assert parse(format_module(module)) == module
+
+
+def _reference_decimal(text: str) -> bool:
+    """The decimal table as a regular expression says it (the path decimal_list replaces)."""
+    blank = r"[ \t\f\r\n]*+"
+    return re.match(rf"{blank}\{{{blank}(?:[0-9]++{blank},{blank})*+[0-9]++{blank}\}}", text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{1}", " {1, 2}", "{ 1 ,\n2\t}", "{1 2}", "{1,,2}", "{,1}", "{1,}", "{}", "{1\v, 2}", "{1, a}", "{1, -2}", "{1,2"],
+)
+def test_decimal_list_takes_what_the_pattern_takes(text: str) -> None:
+    found = decimal_list(text, 0)
+    assert (found is not None) == _reference_decimal(text)
+    if found is not None:
+        assert found == (text.index("}") + 1, re.sub(r"\s", "", text[text.index("{") + 1 : text.index("}")]))
+
+
+def test_decimal_list_agrees_with_the_pattern_on_random_text() -> None:
+    rng = random.Random(12)
+    for _ in range(3000):
+        inner = "".join(rng.choice("0123456789,, \n\t\v-xa") for _ in range(rng.randrange(0, 12)))
+        text = rng.choice(["", " ", "\n"]) + "{" + inner + "}"
+        found = decimal_list(text, 0)
+        assert (found is not None) == _reference_decimal(text), repr(text)
+
+
+def test_tables_with_odd_blanks_and_comments_parse_as_the_general_path() -> None:
+    fast = HEAD + ".global .b8 t[3] = {1 ,\n\t2,3 };\n"
+    slow = fast.replace("2,", "2, /* c */")
+    assert _init(fast[len(HEAD) :]) == _init(slow[len(HEAD) :])
+    assert "a vertical tab" in str(pytest.raises(ParseError, parse, HEAD + ".global .b8 t[2] = {1,\v2};\n").value)
+
+
+# ---------------------------------------------------------------- section bodies
+
+_VALUES = ["0", "12", "255", "-1", "$L__a", "name_1", ".debug_abbrev", ".debug_loc+136", "$L__a+4", "$L__b-$L__a"]
+
+
+def _items(rng: random.Random, count: int) -> list[str]:
+    items = []
+    for k in range(count):
+        if rng.random() < 0.1:
+            items.append(f"$L__label{k}:")
+        else:
+            word = rng.choice([".b8", ".b16", ".b32", ".b64"])
+            numbers = rng.random() < 0.6
+            pool = _VALUES[:4] if numbers else _VALUES
+            items.append(word + " " + ",".join(rng.choice(pool) for _ in range(rng.randrange(1, 6))))
+    return items
+
+
+def _general(body: str) -> str | None:
+    """The items of a body as the general pattern finds them (one a line), or None if it is no plain body."""
+    parts = re.split(_ITEM_SPLIT, body)
+    blanks = parts[0::2]
+    if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
+        return None
+    return "\n".join(parts[1::2])
+
+
+def test_bodies_in_compilers_layout_take_the_quick_pattern_and_give_the_general_items() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        items = _items(rng, rng.randrange(0, 30))
+        indent = rng.choice(["", "\t", "  "])
+        body = "\n" + "".join(indent + i + "\n" for i in items) + "\t"
+        text = "{" + body + "}"
+        found = section_span(text, 0)
+        assert found is not None and found == (len(text), _general(body)), text
+
+
+def test_odd_layouts_and_broken_bodies_agree_with_the_general_pattern() -> None:
+    rng = random.Random(8)
+    for _ in range(500):
+        items = _items(rng, rng.randrange(1, 8))
+        body = "\n" + "\n".join(items) + "\n"
+        position = rng.randrange(len(body))
+        body = (
+            body[:position] + rng.choice([" ", ",", "\t", "\n", ", ", " ,", ",,", "x", "-", "+", ":"]) + body[position:]
+        )
+        found = section_span("{" + body + "}", 0)
+        expected = _general(body)
+        assert (found[1] if found else None) == expected, repr(body)
+
+
+def test_a_debug_section_in_both_layouts_parses_and_prints_the_same() -> None:
+    rng = random.Random(9)
+    items = _items(rng, 200)
+    plain = HEAD + ".section .debug_x\n{\n" + "\n".join(items) + "\n}\n"
+    spaced = plain.replace(",", " , ").replace("\n.b", "\n\t.b")
+    assert parse(plain) == parse(spaced)
+    assert format_module(parse(plain)) == format_module(parse(spaced))
+
+
+# ---------------------------------------------------------------- the lexer
+
+
+def _lex_seconds(text: str) -> float:
+    _, lexer, _, _ = _parser()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in lexer.tokens(text, LexSession()):
+            pass
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_trailing_blanks_lex_in_linear_time() -> None:
+    _, lexer, _, _ = _parser()
+    tokens = list(lexer.tokens(HEAD + " \t\n" * 10, LexSession()))
+    assert [t.type for t in tokens] == ["VERSION", "FLOAT", "TARGET", "WORD", "ADDRESS_SIZE", "INT"]
+    small, large = _lex_seconds(HEAD + " \t\n" * 50_000), _lex_seconds(HEAD + " \t\n" * 200_000)
+    assert large < 1.0 and large < 8 * small + 0.02
+
+
+# where a fast path looks ahead for the end of a data list or section body: many starts, one far-away end
+FAR_ENDS = {"initializer starts": "= {1, ", "section starts": ".section .a {\n.b8 1\n", "bare": "= {"}
+
+
+@pytest.mark.parametrize("unit", FAR_ENDS.values(), ids=FAR_ENDS.keys())
+def test_fast_paths_do_not_scan_to_a_far_end_again_and_again(unit: str) -> None:
+    small, large = _lex_seconds(HEAD + unit * 1_500 + "}"), _lex_seconds(HEAD + unit * 6_000 + "}")
+    assert large < 8 * small + 0.02  # a rescan per start would take 16x
+
+
+# ---------------------------------------------------------------- records
+
+
+def _reference(cls: type) -> type:
+    """The class `@dataclass(frozen=True, slots=True)` makes from the same fields."""
+    specs = []
+    for f in dataclasses.fields(cls):
+        options = {"compare": f.compare, "repr": f.repr, "kw_only": f.kw_only}
+        if f.default is not dataclasses.MISSING:
+            options["default"] = f.default
+        specs.append((f.name, f.type, dataclasses.field(**options)))
+    return dataclasses.make_dataclass(cls.__name__, specs, frozen=True, slots=True)
+
+
+RECORDS = [c for c in ast.NODE_TYPES if "__dataclass_fields__" in c.__dict__]
+
+
+@pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
+def test_record_classes_are_the_frozen_slotted_dataclasses(cls: type) -> None:
+    reference = _reference(cls)
+    assert inspect.signature(cls) == inspect.signature(reference)
+    assert cls.__match_args__ == reference.__match_args__
+    rng = random.Random(cls.__name__)
+    values = {f.name: rng.choice(["a", 1, (), None]) for f in dataclasses.fields(cls)}
+    other = dict(values)
+    node, twin = cls(**values), reference(**values)
+    assert repr(node).replace(cls.__qualname__, "X", 1) == repr(twin).replace(reference.__qualname__, "X", 1)
+    for f in dataclasses.fields(cls):
+        other[f.name] = "changed"
+        assert (cls(**other) == node) == (reference(**other) == twin)  # compare=False fields take no part
+        other[f.name] = values[f.name]
+    assert hash(node) == hash(cls(**values)) and node == cls(**values) and node != twin
+    assert not hasattr(node, "__dict__")  # slotted
+    assert pickle.loads(pickle.dumps(node)) == node and copy.deepcopy(node) == node
+    assert dataclasses.replace(node) == node
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(node, dataclasses.fields(cls)[0].name, "x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delattr(node, dataclasses.fields(cls)[0].name)
