@@ -27,6 +27,7 @@ CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))
 STREAMS = ROOT / "benchmarks" / "registers" / "streams.cu"
 MANY_STREAMS = ROOT / "tests" / "data" / "registers" / "many_streams.cu"  # pointers loaded from memory (remat)
 TRITON = ROOT / "benchmarks" / "registers" / "triton"  # Triton 3.6 PTX for sm_90a (its README)
+CORPUS_TRITON = ("matmul_w4_s3", "matmul_fp8", "flash_fwd")  # tests/corpus/triton36: kernels the pass was not built on
 ARCH = "sm_90"
 N = 1 << 22
 
@@ -93,6 +94,37 @@ def _triton_specs() -> dict[str, dict]:
             "params": layernorm,
         },
         "softmax_wide": {"grid": rows, "block": 128, "shared_bytes": 16, "params": softmax},
+        **_corpus_triton_specs(),
+    }
+
+
+def _corpus_triton_specs() -> dict[str, dict]:
+    """Launches of tests/corpus/triton36's matmuls (C = A @ B, 4096 square) and flash-attention forward (meta.json)."""
+    size, seq = 4096, 16384
+    scalars = {"M": size, "N": size, "K": size, "sam": size, "sak": 1, "sbk": size, "sbn": 1, "scm": size, "scn": 1}
+
+    def matmul(element: str, values: list, block: int) -> dict:
+        params = [
+            *({"name": n, "type": element, "count": size * size, "range": values} for n in "AB"),
+            {"name": "C", "type": "f16", "count": size * size, "output": True},
+            *({"name": n, "type": "s32", "value": v} for n, v in scalars.items()),
+            *_scratch(),
+        ]
+        grid = [size // 128, size // 128, 1]
+        return {"kernel": "matmul", "grid": grid, "block": block, "shared_bytes": 32768, "params": params}
+
+    flash = [
+        *({"name": n, "type": "f16", "count": seq * 64, "range": [-1.0, 1.0]} for n in "QKV"),
+        {"name": "O", "type": "f16", "count": seq * 64, "output": True},
+        {"name": "L", "type": "f32", "count": seq, "output": True},
+        {"name": "seqlen", "type": "s32", "value": seq},
+        {"name": "scale", "type": "f32", "value": 0.18033688},
+        *_scratch(),
+    ]
+    return {
+        "matmul_w4_s3": matmul("f16", [-1.0, 1.0], 128),
+        "matmul_fp8": matmul("u8", [0, 63], 256),  # bytes 0..63: e4m3 values 0 to 1.875
+        "flash_fwd": {"grid": seq // 128, "block": 128, "shared_bytes": 32768, "params": flash},
     }
 
 
@@ -204,6 +236,7 @@ def prepare(out: Path) -> list[dict]:
         "streams": cuda_to_ptx(str(STREAMS), ARCH),
         "many_streams": cuda_to_ptx(str(MANY_STREAMS), ARCH),
         **{p.name.removesuffix(".sm90.ptx"): p.read_text() for p in sorted(TRITON.glob("*.sm90.ptx"))},
+        **{name: (CORPUS / "triton36" / f"{name}.sm90a.ptx").read_text() for name in CORPUS_TRITON},
     }
     rows = []
     for name, text in sources.items():

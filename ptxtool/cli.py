@@ -302,7 +302,9 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 )
 @click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
-@click.option("--passes", help="Comma-separated passes: cache-operators, registers (default: cache-operators).")
+@click.option(
+    "--passes", help="Comma-separated passes: cache-operators, registers, warp-roles (default: cache-operators)."
+)
 @click.option(
     "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
 )

@@ -202,6 +202,9 @@ a barrier, fence or atomic, nothing else changed; a rewrite that fails is droppe
 file fails). The output is the input's text with the kept rewrites spliced in.
 --passes registers: per kernel, launch bounds, register caps and rematerialized values judged by ptxas's
 registers, spills and occupancy ("not timed"), or timed with --verify-gpu; changed bounds are reported loudly.
+--passes warp-roles: a staged tile loop split into consumer and producer warps (--producer-warps, --stages); the
+block grows and the report says so; a kernel it cannot prove safe is left alone with its reason (-v). Time it
+with `ptxtool tune`, which keeps the input unless the split is faster.
 Exit 0: verified and written (or printed); 1: verification failed (--strict, --verify-gpu), nothing written;
 2: bad input; 3: no ptxas.
 

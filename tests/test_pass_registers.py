@@ -363,6 +363,9 @@ def test_remat_rule_wants_fewer_registers_at_no_cost() -> None:
     assert preferred(hoisted, Numbers(32, 0, 0, occupancy=1.0), loops, remat_only=True)
     assert not preferred(hoisted, Numbers(80, 0, 0, occupancy=0.375), loops, remat_only=True)
     assert not preferred(hoisted, Numbers(72, 8, 8, occupancy=0.5, spills=((10, 8),)), loops, remat_only=True)
+    # fewer registers and no spills after the loop at the same occupancy: nothing predicted (fp8 matmul: 0.99x)
+    spilled_after = Numbers(255, 12, 12, occupancy=0.125, spills=((999, 12),))
+    assert not preferred(spilled_after, Numbers(202, 0, 0, occupancy=0.125), loops, remat_only=True)
     assert not preferred(hoisted, Numbers(32, 0, 0, occupancy=1.0), loops)  # as a bounds change: no spills to cut
 
 

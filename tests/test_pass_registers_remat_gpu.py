@@ -166,12 +166,10 @@ def test_triton_corpus_matmuls_outputs_identical(name: str, element: str, values
     rematerialization) computes C bit for bit (fp8 inputs: bytes 0..63, e4m3 values 0 to 1.875)."""
     from conftest import CORPUS
 
-    from ptxtool.services.optimize import optimize
-
     path = CORPUS / "triton36" / f"{name}.sm90a.ptx"
-    result = optimize(Source(str(path), path.read_text()), passes=("registers",))
-    assert result.verified and result.text != path.read_text()
-    sources = [Source(str(path), path.read_text()), Source("registers.ptx", result.text)]
+    text, done = remat_module(path.read_text())  # the rewrite itself (timing decides whether optimize keeps it)
+    assert done["matmul"]
+    sources = [Source(str(path), path.read_text()), Source("registers.ptx", text)]
     report = run(sources, _matmul_spec(path, 512, element, values), ptxas=True)
     assert report.verdict == "identical", (report.differences, report.fault)
 
@@ -182,11 +180,9 @@ def test_triton_corpus_flash_attention_outputs_identical() -> None:
     rematerialization: O and L bit for bit."""
     from conftest import CORPUS
 
-    from ptxtool.services.optimize import optimize
-
     path = CORPUS / "triton36" / "flash_fwd.sm90a.ptx"
-    result = optimize(Source(str(path), path.read_text()), passes=("registers",))
-    assert result.verified and result.text != path.read_text()
+    text, done = remat_module(path.read_text())  # the rewrite itself (timing decides whether optimize keeps it)
+    assert done["flash_fwd"]
     seq = 2048
     spec = spec_from_data(
         {
@@ -206,5 +202,5 @@ def test_triton_corpus_flash_attention_outputs_identical() -> None:
         "flash_fwd.toml",
         Path("."),
     )
-    report = run([Source(str(path), path.read_text()), Source("registers.ptx", result.text)], spec, ptxas=True)
+    report = run([Source(str(path), path.read_text()), Source("registers.ptx", text)], spec, ptxas=True)
     assert report.verdict == "identical", (report.differences, report.fault)

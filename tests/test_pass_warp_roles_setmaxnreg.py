@@ -124,3 +124,19 @@ def test_setmaxnreg_refusals(text: str, registers: int | None, settings: dict, r
 def test_launch_registers_fit_the_register_file(threads: int) -> None:
     n = launch_registers(threads)
     assert n % 8 == 0 and n * threads <= REGISTERS_PER_CTA and (n + 8) * threads > REGISTERS_PER_CTA or n == 248
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_optimize_requires_usetmaxreg_in_the_sass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize's proof of a split that moves registers: the SASS must show USETMAXREG. The same split without the
+    .maxnreg that lets ptxas count registers is assembled with setmaxnreg ignored, and optimize writes nothing."""
+    from ptxtool.services import optimize as service
+    from ptxtool.sources import Source
+
+    text, report = _split(_wide(), registers=100, producer_warps=4)
+    for ignored, verified in ((False, True), (True, False)):
+        split = parse(text.replace(".maxnreg 96", "") if ignored else text)
+        monkeypatch.setattr(service, "run_pipeline", lambda module, passes, settings, split=split: (split, [report]))
+        result = service.optimize(Source("wide.ptx", _wide()), passes=("warp-roles",))
+        assert result.verified is verified, result.problems
+        assert verified or any("USETMAXREG" in p for p in result.problems)

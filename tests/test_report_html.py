@@ -304,3 +304,14 @@ def test_page_opens_in_headless_chromium_without_console_errors(tmp_path):
         [*flags, f"--screenshot={shot}", "--window-size=1300,1400", out.as_uri()], capture_output=True, timeout=120
     )
     assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_record_shows_optimize_problems_as_their_line_and_message() -> None:
+    """optimize's JSON problems are diagnostics (ptxtool.optimize/2): the record prints line and message, not a dict."""
+    from ptxtool.errors import Diagnostic, Location
+    from ptxtool.report.html import _record
+
+    problem = Diagnostic(Location("k.ptx", 12, 3), "ptxas rejects the output", code="optimize/strict").to_data()
+    html = _record({"verified": False, "problems": [problem, "k.ptx:4: an older record's text"]})
+    assert "line 12: ptxas rejects the output" in html and "{" not in unescape(html.split("NOT verified")[1])
+    assert "k.ptx:4: an older record&#x27;s text" in html or "k.ptx:4: an older record's text" in html

@@ -14,5 +14,6 @@ from typing import Any
 def __getattr__(name: str) -> Any:
     instructions = import_module("ptxtool.isa.instructions")  # not `from ptxtool.isa import`: that asks us again
     if name in instructions.__all__:
-        return getattr(instructions, name)
+        value = globals()[name] = getattr(instructions, name)  # asked once: the passes read these in hot loops
+        return value
     raise AttributeError(f"module 'ptxtool.isa' has no attribute {name!r}")

@@ -10,6 +10,7 @@ from ptxtool.syntax import ast
 
 if TYPE_CHECKING:
     from ptxtool.analysis.cfg import CFG
+    from ptxtool.analysis.loops import Loop
     from ptxtool.analysis.memory import MemoryFacts
     from ptxtool.toolchain.resources import FunctionResources, ToolWarning
 
@@ -24,6 +25,7 @@ class Context:
     options: dict = field(default_factory=dict)
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _memory: dict[str, MemoryFacts] = field(default_factory=dict)
+    _loops: dict[str, tuple[Loop, ...]] = field(default_factory=dict)
 
     def bodies(self) -> list[ast.Function]:
         """The functions (kernels and .func) that have a body."""
@@ -35,6 +37,13 @@ class Context:
         if function.name not in self._cfgs:
             self._cfgs[function.name] = build_cfg(function)
         return self._cfgs[function.name]
+
+    def loops(self, function: ast.Function) -> tuple[Loop, ...]:
+        from ptxtool.analysis.loops import find_loops
+
+        if function.name not in self._loops:
+            self._loops[function.name] = find_loops(self.cfg(function))
+        return self._loops[function.name]
 
     def memory(self, function: ast.Function) -> MemoryFacts:
         from ptxtool.analysis.memory import memory_facts

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from ptxtool.syntax import ast
 
-_DIRECTIVE = re.compile(r"ptxtool:\s*(ignore-file|ignore)(?:\[([^\]]*)\])?")
+_MARKER = "ptxtool:"
+_DIRECTIVE = re.compile(_MARKER + r"\s*(ignore-file|ignore)(?:\[([^\]]*)\])?")
 ALL = "*"
 _POSITIONED = (ast.Instruction, ast.Label, ast.Declaration, ast.Directive, ast.Block, ast.Function, ast.Section)
 
@@ -37,9 +38,12 @@ def _comments(node: object) -> tuple[str, ...]:
     return tuple(getattr(node, "leading", ())) + tuple(getattr(node, "footer", ()))
 
 
-def suppressions(module: ast.Module) -> Suppressions:
-    """Every suppression comment in a module: same-line ones by the line of the statement that owns them."""
+def suppressions(module: ast.Module, text: str | None = None) -> Suppressions:
+    """Every suppression comment in a module: same-line ones by the line of the statement that owns them. Given
+    the module's text, one without the marker is not walked (a comment is a piece of the text)."""
     found = Suppressions()
+    if text is not None and _MARKER not in text:
+        return found
     for node in ast.walk(module):
         trailing = getattr(node, "trailing", ()) if isinstance(node, _POSITIONED) else ()
         for comment in trailing:

@@ -1,5 +1,6 @@
 """`ptxtool report`'s page: one self-contained HTML file (inline CSS and SVG, a few lines of optional script),
-readable without JavaScript. Every kernel is a `<details>` section, open only for the first, so a large file opens
+readable without JavaScript. Every kernel is a `<details>` section, open only for the first, and the code comes in
+blocks of lines the browser lays out only when they scroll into view (`content-visibility`), so a large file opens
 without laying out everything; every PTX line is an element with an anchor, its SASS folded under it.
 
 Everything from the inputs goes through `escape` (PTX comments and strings may hold `<` and `&`)."""
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # report/ is a leaf: it reads the service's views by their fi
     from ptxtool.services.report import Comparison, FileView, KernelView, Span
 
 _CONTEXT = 3  # unchanged lines kept around each change in the side-by-side diff
+_CHUNK = 200  # PTX lines per block the browser lays out only when it scrolls into view (content-visibility)
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#656d76; --line:#d0d7de; --bg2:#f6f8fa; --add:#dafbe1; --del:#ffebe9; }
@@ -32,6 +34,7 @@ th, td { border: 1px solid var(--line); padding: 2px 8px; text-align: left; vert
 th { background: var(--bg2); font-weight: 600; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: var(--muted); } .bad { color: #cf222e; font-weight: 600; } .good { color: #1a7f37; }
 .code { border: 1px solid var(--line); background: #fff; overflow-x: auto; }
+.code .chunk { content-visibility: auto; contain-intrinsic-size: auto 3400px; }
 .code .l { display: block; white-space: pre; }
 .code .l > summary { list-style: none; display: block; }
 .code .l > summary::-webkit-details-marker { display: none; }
@@ -146,9 +149,11 @@ def _findings_list(findings: list[dict], file_index: int) -> str:
 def _code(view: FileView, file_index: int, span: Span) -> str:
     """The span's PTX lines, each with its SASS folded under it, its lint findings after it, and the source line
     (`.loc`) above it where that changes."""
-    out = ['<div class="code">']
+    out = ['<div class="code"><div class="chunk">']
     own = span.function
     for n in range(span.start, span.end + 1):
+        if n > span.start and (n - span.start) % _CHUNK == 0:
+            out.append('</div><div class="chunk">')
         anchor = line_anchor(file_index, n)
         if n in view.source_at:
             where, text = view.source_at[n]
@@ -170,7 +175,7 @@ def _code(view: FileView, file_index: int, span: Span) -> str:
                 f'<div class="finding {escape(f["severity"])}"><b>{escape(f["rule"])}</b> '
                 f"{escape(f['severity'])}: {escape(f['message'])}</div>"
             )
-    out.append("</div>")
+    out.append("</div></div>")
     return "\n".join(out)
 
 
@@ -317,7 +322,7 @@ def _record(record: dict) -> str:
     checks = record.get("checks") or {}
     out.append("<table>" + "".join(_row((k, v)) for k, v in checks.items()) + "</table>")
     for problem in record.get("problems") or ():
-        out.append(f'<p class="bad">{escape(str(problem))}</p>')
+        out.append(f'<p class="bad">{escape(_problem_text(problem))}</p>')
     rewrites = [w for p in record.get("passes") or () for w in p.get("rewrites", ())]
     out.append(f"<p>{len(rewrites)} rewrite{'s' * (len(rewrites) != 1)} kept</p>")
     dropped = record.get("dropped") or []
@@ -422,3 +427,11 @@ def render(files: list[FileView], comparison: Comparison | None = None, tune: di
             f"</main><script>{_SCRIPT}</script></body></html>",
         ]
     )
+
+
+def _problem_text(problem: object) -> str:
+    """optimize's JSON problems are diagnostics (ptxtool.optimize/2): their line and message; older records: text."""
+    if not isinstance(problem, dict):
+        return str(problem)
+    line, message = problem.get("line"), str(problem.get("message", problem))
+    return f"line {line}: {message}" if line else message

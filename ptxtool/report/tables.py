@@ -29,7 +29,7 @@ INSPECT_COLUMNS = (
 def table(out: Out, columns: tuple[tuple[str, bool, bool], ...], rows: list[list[str]], red: set[tuple[int, int]]):
     """Print rows under column titles; `red` marks (row, column) cells worth a second look (colour on a terminal)."""
     if not out.terminal:
-        widths = [max(len(c[0]), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+        widths = [max([len(c[0]), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
         for row in [[c[0] for c in columns], *rows]:
             cells = [v.rjust(w) if c[1] else v.ljust(w) for v, w, c in zip(row, widths, columns, strict=True)]
             out.line("  ".join(cells).rstrip())

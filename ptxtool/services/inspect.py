@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from math import prod
 
-from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.cfg import CFG, build_cfg
 from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.pressure import PressureCurve, pressure
 from ptxtool.analysis.statements import statements
@@ -32,10 +32,18 @@ from ptxtool.isa.caching import CACHE_WORDS
 from ptxtool.isa.types import TYPE_BYTES, VECTOR_LANES
 from ptxtool.sources import Source, Unreadable, parse_source, write_atomic
 from ptxtool.syntax import ast
-from ptxtool.toolchain.compile import compile_ptx, target_arch
+from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
-from ptxtool.toolchain.sass import SassStats, disassemble, live_by_line, live_registers, statistics
+from ptxtool.toolchain.sass import (
+    LiveCount,
+    SassInstruction,
+    SassStats,
+    disassemble,
+    live_by_line,
+    live_registers,
+    statistics,
+)
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
 
@@ -211,10 +219,12 @@ def block_size(function: ast.Function, option: int | None) -> tuple[int, str]:
 # ---------------------------------------------------------------- pressure
 
 
-def kernel_pressure(function: ast.Function, real: dict[int, int], registers: int | None) -> KernelPressure:
-    """The estimate for `function` set beside `real` (PTX line -> live registers, the kernel's lines apart from
-    those of inlined functions) and ptxas's register count."""
-    cfg = build_cfg(function)
+def kernel_pressure(
+    function: ast.Function, real: dict[int, int], registers: int | None, cfg: CFG | None = None
+) -> KernelPressure:
+    """The estimate for `function` (from `cfg` when the caller has built it) set beside `real` (PTX line -> live
+    registers, the kernel's lines apart from those of inlined functions) and ptxas's register count."""
+    cfg = cfg or build_cfg(function)
     curve = pressure(cfg)
     peak = curve.peak
     last = max((op.line for op in cfg.linear.ops), default=function.line)
@@ -229,15 +239,40 @@ def kernel_pressure(function: ast.Function, real: dict[int, int], registers: int
     return KernelPressure(curve, own, inlined, registers, tuple(peak_live))
 
 
-def _pressures(source: Source, module: ast.Module, arch: str, options: Options) -> dict[str, KernelPressure]:
-    """Pressure per kernel (or only options.pressure_kernel), from a `-lineinfo` cubin so SASS maps to PTX lines."""
-    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=True)
-    live = live_registers(compiled.cubin)
+@dataclass(frozen=True)
+class Built:
+    """What the tools made of one source: ptxas's build, its SASS instructions, and with pressure the registers
+    live at each SASS instruction. With pressure the one build is a `-lineinfo` build, so the SASS maps to PTX
+    lines (line info changes neither ptxas's code nor its resources, so the other numbers are those of a plain
+    build)."""
+
+    compiled: Compiled
+    sass: dict[str, list[SassInstruction]]
+    live: dict[str, list[LiveCount]] | None = None
+
+
+def build(source: Source, arch: str, options: Options) -> Built:
+    """Run ptxas once, then nvdisasm's listings side by side (threads: the tools run while Python waits)."""
+    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=options.pressure)
+    if not options.pressure:
+        return Built(compiled, disassemble(compiled.cubin))
+    with ThreadPoolExecutor(2) as pool:
+        live = pool.submit(live_registers, compiled.cubin)
+        return Built(compiled, disassemble(compiled.cubin), live.result())
+
+
+def _pressures(
+    module: ast.Module, built: Built, options: Options, cfg: Callable[[ast.Function], CFG]
+) -> dict[str, KernelPressure]:
+    """Pressure per kernel (or only options.pressure_kernel), beside the registers live in its SASS."""
+    assert built.live is not None
+    functions = built.compiled.functions
     return {
         f.name: kernel_pressure(
             f,
-            live_by_line(live.get(f.name, [])),
-            compiled.functions[f.name].registers if f.name in compiled.functions else None,
+            live_by_line(built.live.get(f.name, [])),
+            functions[f.name].registers if f.name in functions else None,
+            cfg(f),
         )
         for f in module.kernels
         if options.pressure_kernel in (None, f.name)
@@ -274,20 +309,37 @@ def _told(warning: ToolWarning, user_line: Callable[[int], int]) -> ToolWarning:
 def inspect_file(source: Source, options: Options) -> FileReport:
     """Compile one PTX (or .cu) source and report on each of its kernels."""
     source, module, lines_are_ptx = load(source, options.arch)
+    return inspect_module(source, module, options, lines_are_ptx)
+
+
+def inspect_module(
+    source: Source,
+    module: ast.Module,
+    options: Options,
+    lines_are_ptx: bool = True,
+    built: Built | None = None,
+    cfg: Callable[[ast.Function], CFG] = build_cfg,
+) -> FileReport:
+    """Report on each kernel of a parsed source; `built` and `cfg` let a caller that already has the tools' output
+    or the control-flow graphs (report, lint) share them instead of making them again."""
     arch = target_arch(module.targets, source.display, options.arch)
-    compiled = compile_ptx(source.text, source.display, arch, backend=options.backend)
+    built = built or build(source, arch, options)
+    compiled = built.compiled
     if not lines_are_ptx:
         compiled = replace(compiled, warnings=[_told(w, _user_line(module, source.path)) for w in compiled.warnings])
-    sass = disassemble(compiled.cubin)
     module_shared = {
         d.name: item
         for item in module.items
         if isinstance(item, ast.Declaration) and item.has(".shared")
         for d in item.declarators
     }
-    pressures = _pressures(source, module, arch, options) if options.pressure else {}
+    pressures = _pressures(module, built, options, cfg) if options.pressure else {}
+    lines = source.text.split("\n")  # as the parser numbers them
     kernels = []
     for function in module.kernels:
+        assert function.body is not None
+        text = "\n".join(lines[function.line - 1 : function.body.end_line])
+        named = {name: d for name, d in module_shared.items() if name in text}  # a name used is a name written
         resources = compiled.functions.get(function.name) or FunctionResources(function.name, is_kernel=True)
         threads, threads_from = block_size(function, options.block_size)
         kernels.append(
@@ -297,8 +349,8 @@ def inspect_file(source: Source, options: Options) -> FileReport:
                 resources,
                 occupancy(arch, resources.registers or 0, resources.shared, threads),
                 threads_from,
-                statistics(sass.get(function.name, [])),
-                ptx_facts(function, module_shared),
+                statistics(built.sass.get(function.name, [])),
+                ptx_facts(function, named),
                 [w for w in compiled.warnings if w.function == function.name],
                 pressures.get(function.name),
             )

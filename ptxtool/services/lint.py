@@ -4,8 +4,11 @@ drop what the file's comments suppress, and say what could not be checked (notic
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
 from ptxtool.errors import (
     EXIT_ENVIRONMENT,
@@ -26,6 +29,9 @@ from ptxtool.lint.suppress import cuda_suppressions, suppressions
 from ptxtool.sources import Source, Unreadable, parse_source
 from ptxtool.syntax import ast
 from ptxtool.toolchain.discover import find_tool
+
+if TYPE_CHECKING:
+    from ptxtool.toolchain.compile import Compiled
 
 SCHEMA = "ptxtool.lint/1"
 _UNSUPPORTED_TARGET = "is not defined for option 'gpu-name'"  # ptxas on a .target it does not know (sm_52)
@@ -68,7 +74,7 @@ def _cuda_source(path: str, settings: LintSettings) -> Source | str:
         return f"not checked: {problem}"
 
 
-def _ptxas(source: Source, module: ast.Module, settings: LintSettings):
+def _ptxas(source: Source, module: ast.Module, settings: LintSettings) -> Compiled | EnvironmentProblem | InputError:
     """What ptxas made of the file (its warnings and resources), or the error that says why there is nothing."""
     from ptxtool.toolchain.compile import compile_ptx, target_arch
 
@@ -120,35 +126,52 @@ def lint_file(given: Source | Unreadable, settings: LintSettings) -> FileResult:
     if isinstance(given, Unreadable):
         result.errors.extend(given.diagnostics)
         return result
-    path, generated = given.path, given.is_cuda
     try:
-        source = _cuda_source(path, settings) if generated else given
+        source = _cuda_source(given.path, settings) if given.is_cuda else given
         if isinstance(source, str):
             result.notices.append(source)
             result.checked = False
             return result
         module = parse_source(source)
     except InputError as error:
-        result.errors.extend(error.diagnostics or [Diagnostic(Location(path), str(error))])
+        result.errors.extend(error.diagnostics or [Diagnostic(Location(given.path), str(error))])
         return result
+    return lint_module(given, source, module, settings)
+
+
+def lint_module(
+    given: Source,
+    source: Source,
+    module: ast.Module,
+    settings: LintSettings,
+    ctx: Context | None = None,
+    ptxas: Callable[[], Compiled | EnvironmentProblem | InputError] | None = None,
+) -> FileResult:
+    """Lint `module`, parsed from `source` (the PTX of `given`: the same source, or nvcc's PTX of a .cu file).
+    A caller that has the analyses (`ctx`) or a build of `source` (`ptxas`: it, or the error that says why there
+    is none; called only when a rule wants ptxas) shares them: the findings are those `lint_file` gives."""
+    from ptxtool.toolchain.compile import Compiled
+
+    result = FileResult(given.display)
+    path, generated = given.path, given.is_cuda
     rules = active_rules(settings)
-    ctx = Context(module)
+    ctx = ctx or Context(module)
     lines = (line_map(module, path), source.text.splitlines()) if generated else None
     asking = settings.ptxas and any(r.needs_ptxas or r.asks_ptxas for r in rules)
-    compiled = _ptxas(source, module, settings) if asking else None
-    if compiled is not None and not isinstance(compiled, Exception):
+    compiled = (ptxas or partial(_ptxas, source, module, settings))() if asking else None
+    if isinstance(compiled, Compiled):
         ctx.ptxas_warnings, ctx.ptxas_functions = compiled.warnings, compiled.functions
     for r in rules:
         if r.needs_ptxas:
             continue
         result.findings.extend(_run(r, ctx, settings, result.path, lines))
     tool_rules = [r for r in rules if r.needs_ptxas]
-    if tool_rules and isinstance(compiled, Exception):
+    if tool_rules and isinstance(compiled, EnvironmentProblem | InputError):
         _ptxas_failed(compiled, module, settings, result)
     elif tool_rules and compiled is not None:
         for r in tool_rules:
             result.findings.extend(_run(r, ctx, settings, result.path, lines))
-    silenced = cuda_suppressions(given.text) if generated else suppressions(module)
+    silenced = cuda_suppressions(given.text) if generated else suppressions(module, source.text)
     kept = [f for f in result.findings if not silenced.silenced(f.code, f.location.line)]
     result.findings = sorted(kept, key=lambda f: (f.location.line, f.location.column, f.code))
     return result

@@ -325,9 +325,12 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
             problems.append(_failure(path, f"ptxas rejects the split (a bug in ptxtool): {error}", _WARP_ROLES_PROOF))
         else:
             sass = disassemble(after.cubin)
+            split = {f.name: f for f in optimized.kernels}
             for r in reports[0].rewrites:
                 opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
-                missing = [m for m in warp_roles.SASS_PROOF if m not in opcodes]
+                moved = _moves_registers(split[r.kernel])
+                proof = warp_roles.SASS_PROOF + (warp_roles.SETMAXNREG_PROOF if moved else ())
+                missing = [m for m in proof if m not in opcodes]
                 if missing:
                     said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
                     problems.append(_failure(path, said, _WARP_ROLES_PROOF, r.line, r.column, kernel=r.kernel))
@@ -394,6 +397,11 @@ def _keep_verified(
         dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
+
+
+def _moves_registers(function: ast.Function) -> bool:
+    """The split moved registers between the roles (setmaxnreg): ptxas ignores it silently unless it can count them."""
+    return function.body is not None and any(i.opcode == "setmaxnreg" for i in ast.instructions(function.body))
 
 
 def _failure(path: str, message: str, code: str, line: int = 0, column: int = 0, **properties: Any) -> Diagnostic:

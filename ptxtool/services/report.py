@@ -7,14 +7,21 @@ the candidate table of a tuning result."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ptxtool.errors import EXIT_OK, EnvironmentProblem, InputError, UsageError
 from ptxtool.lint.settings import LintSettings
 from ptxtool.sources import Source, Unreadable, read_source, write_atomic
 from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import ListingLine
+
+if TYPE_CHECKING:
+    from ptxtool.lint.context import Context
+    from ptxtool.toolchain.compile import Compiled
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +145,14 @@ def _spans(module: ast.Module, count: int) -> list[Span]:
     return spans
 
 
-def _source_lines(module: ast.Module, lines: list[int], beside: Path) -> dict[int, tuple[str, str]]:
+def _source_lines(module: ast.Module, text: str, lines: list[int], beside: Path) -> dict[int, tuple[str, str]]:
     """At each PTX line whose `.loc` source line differs from the line before: `file:line` and that line's text
     (empty when the file cannot be read here)."""
     from ptxtool.syntax.lineinfo import LineInfo
 
+    files = any(isinstance(d, ast.Directive) and d.word == ".file" for d in module.items)
+    if not files or ".loc" not in text:  # no file or no mark: no line to show, without walking every statement
+        return {}
     info = LineInfo.of(module)
     if not info.files:
         return {}
@@ -178,10 +188,12 @@ def _sass_by_line(functions: dict[str, list[ListingLine]]) -> tuple[dict[int, li
     return by_line, unplaced
 
 
-def _findings(source: Source, options: Options) -> tuple[dict[int, list[dict]], list[str]]:
-    from ptxtool.services.lint import lint_file
+def _findings(
+    source: Source, module: ast.Module, ctx: Context, options: Options, ptxas: Callable[[], Compiled]
+) -> tuple[dict[int, list[dict]], list[str]]:
+    from ptxtool.services.lint import lint_module
 
-    linted = lint_file(source, options.lint)
+    linted = lint_module(source, source, module, options.lint, ctx, ptxas)
     out: dict[int, list[dict]] = {}
     notes = [f"lint: {n}" for n in linted.notices]
     for d in linted.findings:
@@ -196,23 +208,30 @@ def _findings(source: Source, options: Options) -> tuple[dict[int, list[dict]], 
 
 def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     """Everything the page shows of one PTX file, the `index`-th on the page (InputError when it does not parse or
-    ptxas rejects it)."""
-    from ptxtool.analysis.cfg import build_cfg
-    from ptxtool.analysis.loops import find_loops
+    ptxas rejects it). The file is parsed once and each function's CFG built once for lint, inspect's pressure
+    curves and the pictures; ptxas and nvdisasm run in a thread meanwhile (one `-lineinfo` build for all)."""
+    from ptxtool.lint.context import Context
     from ptxtool.report.html import line_anchor
     from ptxtool.report.json_report import inspect_document
     from ptxtool.report.pictures import cfg_svg, pressure_svg
     from ptxtool.services.inspect import Options as InspectOptions
-    from ptxtool.services.inspect import inspect_file
+    from ptxtool.services.inspect import build, inspect_module
     from ptxtool.sources import parse_source
-    from ptxtool.toolchain.compile import compile_ptx, target_arch
+    from ptxtool.toolchain.compile import target_arch
     from ptxtool.toolchain.sass import listing
 
     module = parse_source(source)
-    report = inspect_file(source, InspectOptions(options.arch, options.block_size, pressure=True))
     arch = target_arch(module.targets, source.display, options.arch)
-    compiled = compile_ptx(source.text, source.display, arch, lineinfo=True)
-    sass, unplaced = _sass_by_line(listing(compiled.cubin, with_ptx_lines=True))
+    wanted = InspectOptions(options.arch, options.block_size, pressure=True)
+    ctx = Context(module)
+    with ThreadPoolExecutor(1) as tools:  # one after the other: the listing reuses the build's cached -gp output
+        building = tools.submit(build, source, arch, wanted)
+        listed = tools.submit(lambda: listing(building.result().compiled.cubin, with_ptx_lines=True))
+        for f in ctx.bodies():
+            ctx.cfg(f)
+        findings, notes = _findings(source, module, ctx, options, lambda: building.result().compiled)
+        report = inspect_module(source, module, wanted, built=building.result(), cfg=ctx.cfg)
+        sass, unplaced = _sass_by_line(listed.result())
     lines = ptx_lines(source.text)
     by_name = {f.name: f for f in module.kernels}
     documented = inspect_document([report], [], {})["files"][0]["kernels"]  # the numbers of `inspect --json`
@@ -222,12 +241,11 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
 
     kernels = {}
     for k, data in zip(report.kernels, documented, strict=True):
-        cfg = build_cfg(by_name[k.name])
+        cfg = ctx.cfg(by_name[k.name])
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
-        drawn = cfg_svg(cfg, find_loops(cfg), link, ids=f"f{index}-k{len(kernels)}-")
+        drawn = cfg_svg(cfg, ctx.loops(by_name[k.name]), link, ids=f"f{index}-k{len(kernels)}-")
         kernels[k.name] = KernelView(k.name, data, drawn, curve)
-    findings, notes = _findings(source, options)
-    source_at = _source_lines(module, list(range(1, len(lines) + 1)), Path(source.path).parent)
+    source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
     return FileView(
         source.display, arch, lines, _spans(module, len(lines)), kernels, sass, unplaced, findings, source_at, notes

@@ -80,8 +80,10 @@ def nc_load_of_written_memory(ctx: Context) -> Iterator[Hit]:
         ld.global.nc.f32 %f2, [%rd2+4];    // PTX006: k_param_0 is written by this kernel
     """
     for function in ctx.bodies():
-        facts = ctx.memory(function)
         ops = ctx.cfg(function).linear.ops
+        if not any("nc" in op.instruction.modifiers for op in ops):  # nothing to report: skip the memory facts
+            continue
+        facts = ctx.memory(function)
         written: dict[MemoryBase, int] = {}
         for a in facts.accesses:
             if a.mode is not Mode.READ and a.base.space in (Space.PARAM, Space.GLOBAL):

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.linear import Op
-from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.memory import dependent_branches
 from ptxtool.lint.context import Context
 from ptxtool.lint.registry import Hit, rule
@@ -105,7 +104,7 @@ def polling_without_backoff(ctx: Context) -> Iterator[Hit]:
             continue
         cfg = ctx.cfg(function)
         reported: set[int] = set()
-        for loop in find_loops(cfg):
+        for loop in ctx.loops(function):
             ops = _loop_ops(cfg, loop.blocks)
             written = {d for op in ops for d in op.defs}
             for poll in (op for op in ops if _polls(op, written) and op.index not in reported):
