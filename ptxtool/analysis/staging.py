@@ -6,8 +6,10 @@ before the next refill, then (5) steps its induction variables and branches back
 What the split needs proven, and what refuses it (one line each): the trip count is the same in every thread of
 the CTA; nothing leaves the function inside the loop; both barriers are reached by every thread; the staging
 addresses depend on no loaded value and its loads read memory the kernel never writes (producers see the same
-bytes the consumers would have); the S-stage ring of every shared variable fits the target's shared memory; the
-grown block fits 1,024 threads and 65,536 registers.
+bytes the consumers would have); nothing in the loop observes other agents, and nothing before it that the
+producers could not replay defines a register; shared buffers' addresses are used only as shared accesses'
+addresses, and those are computed from them; no CTA barrier is reached after some threads exited; the S-stage ring
+of every shared variable fits the target's shared memory; the grown block fits 1,024 threads and 65,536 registers.
 """
 
 from __future__ import annotations
@@ -21,15 +23,32 @@ from ptxtool.analysis.divergence import ThreadDependence, ThreadOffsets, diverge
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
-from ptxtool.isa import Effect, Mode
-from ptxtool.isa.caching import type_bits
+from ptxtool.isa import Effect, Mode, Role
+from ptxtool.isa.caching import observes_other_agents, type_bits
 from ptxtool.isa.targets import REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
 MAX_THREADS = 1024  # threads per block on every target
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
-SHAPE_SPECIALS = ("%tid.y", "%tid.z", "%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+# (matched by the name before any `.x`/`.y`/`.z`: `%tid` read whole, as a vector, is refused too; %tid.x alone is not)
+SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+
+
+def shape_special(name: str) -> bool:
+    """Whether a special register name is one the grown block changes: all of SHAPE_SPECIALS, %tid but %tid.x."""
+    base, _, component = name.partition(".")
+    return base in SHAPE_SPECIALS or (base == "%tid" and component != "x")
+
+
+def _tid_x_width(i: ast.Instruction) -> int | None:
+    """The width (bits) other than 32 at which `i` reads %tid.x, which the producers' 32-bit copy could not
+    replace (`mov.u16 %rs1, %tid.x`); None when it reads %tid.x as 32 bits or not at all."""
+    if not any(n.text == "%tid.x" for operand in i.operands for n in isa.operand_names(operand)):
+        return None
+    widths = [b for m in i.modifiers if (b := type_bits(m))]
+    source = widths[-1:] if i.opcode in ("cvt", "cvta") else widths
+    return next((b for b in source if b != 32), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +107,33 @@ def full_barrier(i: ast.Instruction) -> bool:
     if i.opcode not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
         return False
     return len(i.operands) == 1 and isinstance(i.operands[0], ast.Immediate) and i.operands[0].value == 0
+
+
+def _replayed_wait(i: ast.Instruction) -> bool:
+    """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
+    the producers replay it before the loop, so their loads stay after it as the consumers' would."""
+    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
+
+
+def dropped_by_producers(i: ast.Instruction) -> bool:
+    """Whether the producers' copy of the code before the loop leaves `i` out: a write (but to their own local
+    memory), a barrier of the consumers', an atomic or an ordered access (the waits they replay aside)."""
+    writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))
+    effects = isa.effects(i) & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)
+    return not _replayed_wait(i) and (writes or bool(effects))
+
+
+def _unreplayable(ops: tuple[Op, ...] | list[Op]) -> tuple[Op, str] | None:
+    """An op before the loop the producers can neither drop nor replay, and why: one they drop that defines a
+    register, or one that may read another value than the consumers' (an ordered load, a `ld.volatile` trip count,
+    an `ld.acquire` spin flag), or a resource change (setmaxnreg) they would make as well as the split's own."""
+    for op in ops:
+        i = op.instruction
+        if op.defs and (dropped_by_producers(i) or observes_other_agents(i)):
+            return op, "defines a register the producers could not replay (an atomic, ordered or barrier access)"
+        if isa.effects(i) & Effect.RESOURCE:
+            return op, "changes the thread's resources (producers replay it)"
+    return None
 
 
 def _barrier(i: ast.Instruction) -> bool:
@@ -160,20 +206,22 @@ class _Finder:
         return [op for b in sorted(loop.blocks) for op in self.cfg.ops(self.cfg.blocks[b])]
 
     def loaded_source(self, op: int, key: str, seen: set[tuple[int, str]]) -> Op | None:
-        """A load (other than of a kernel parameter) that register `key`, as op reads it, is computed from."""
-        for d in self.du.defs_of.get((op, key), ()):
-            if d == ENTRY or (d, key) in seen:
-                continue
-            seen.add((d, key))
-            source = self.ops[d]
-            i = source.instruction
-            if isa.memory_accesses(i) and not (i.opcode == "ld" and "param" in i.modifiers):
-                return source
-            if isa.effects(i) & (Effect.ATOMIC | Effect.CALL):
-                return source
-            for u in source.uses:
-                if found := self.loaded_source(d, u, seen):
-                    return found
+        """A load (other than of a kernel parameter) that register `key`, as op reads it, is computed from (a
+        worklist, not recursion: a chain of thousands of definitions is as deep)."""
+        work = [(op, key)]
+        while work:
+            at, register = work.pop()
+            for d in self.du.defs_of.get((at, register), ()):
+                if d == ENTRY or (d, register) in seen:
+                    continue
+                seen.add((d, register))
+                source = self.ops[d]
+                i = source.instruction
+                if isa.memory_accesses(i) and not (i.opcode == "ld" and "param" in i.modifiers):
+                    return source
+                if isa.effects(i) & (Effect.ATOMIC | Effect.CALL):
+                    return source
+                work.extend((d, u) for u in source.uses)
         return None
 
 
@@ -210,8 +258,10 @@ def find_staged_loop(
     for op in ops:
         for operand in op.instruction.operands:
             for n in isa.operand_names(operand):
-                if n.text.startswith(SHAPE_SPECIALS):
+                if shape_special(n.text):
                     return refuse(op.line, f"reads {n.text}, which the grown block would change")
+        if bits := _tid_x_width(op.instruction):
+            return refuse(op.line, f"reads %tid.x as a {bits}-bit value, which the producers' copy could not")
         if isa.effects(op.instruction) & Effect.CALL:
             return refuse(op.line, "calls a function (its effects on the roles are unknown)")
         if isa.find(op.instruction) is None:
@@ -250,6 +300,12 @@ def find_staged_loop(
         if cfg.block_of[op.index] in divergent:
             why = divergent[cfg.block_of[op.index]]
             return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
+    if (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
+        return refuse(
+            stuck.line,
+            "a CTA barrier outside the loop some threads may have left before (exit/ret): the "
+            "consumers' counted copy (bar.sync 1, N) is not released by exits and would wait forever",
+        )
     plain = [op for op in barriers if full_barrier(op.instruction)]
     if len(barriers) != 2 or len(plain) != 2:
         return refuse(ops[lo].line, f"the loop waits {len(barriers)} times per trip; the split needs exactly 2")
@@ -275,6 +331,16 @@ def find_staged_loop(
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
+    if (unreplayable := _unreplayable(ops[:lo])) is not None:
+        op, why = unreplayable
+        return refuse(op.line, f"{op.instruction.mnemonic} at line {op.line} before the loop {why}")
+    if (escape := _escaping_address(f, buffers)) is not None:
+        return refuse(
+            escape.line,
+            f"{escape.instruction.mnemonic} takes a value computed from a shared buffer's address other than as the "
+            "address of a shared access (a wgmma descriptor, say), or a shared address computed from something "
+            "else: it would not follow the ring slot",
+        )
     kept = kept_by_consumers(f, staging)
     result = StagedLoop(
         name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
@@ -303,6 +369,67 @@ _IMPURE = Effect.BRANCH | Effect.BARRIER | Effect.ATOMIC | Effect.FENCE | Effect
 _IMPURE |= Effect.RETURN | Effect.TRAP | Effect.COLLECTIVE
 
 
+def _escaping_address(f: _Finder, buffers: tuple[SharedBuffer, ...]) -> Op | None:
+    """An op that takes a value computed from a shared buffer's address (through register arithmetic) other than
+    in the address of a shared access, or a shared access whose address is not computed from one (a loaded
+    value): the split moves exactly those addresses into the trip's ring slot."""
+    symbols = {b.name for b in buffers}
+    registers = f.cfg.linear.registers
+    derived: set[int] = set()  # ops whose results are computed from a buffer's address
+    changed = True
+    while changed:
+        changed = False
+        for op in f.ops:
+            if op.index in derived:
+                continue
+            names = {registers[k].name for k in op.uses if derived & set(f.du.defs_of.get((op.index, k), ()))}
+            names |= {n.text for x in op.instruction.operands for n in isa.operand_names(x) if n.text in symbols}
+            if not names:
+                continue
+            i = op.instruction
+            if isa.family(i) in ("setp", "set") and not isa.effects(i):
+                continue  # a comparison of the consumers' own (unmoved) pointers: the same outcome in every slot
+            touches, effects = isa.memory_accesses(i), isa.effects(i)
+            addresses = [a for a, _, s in touches if s.startswith("shared")]
+            for operand, role in isa.operand_roles(i):
+                moved = isinstance(operand, ast.Address) and any(a is operand for a in addresses)  # not descriptors
+                read = role is not Role.DEF and any(n.text in names for n in isa.operand_names(operand))
+                if not moved and read and (touches or effects):
+                    return op
+            if not touches and not effects:
+                derived.add(op.index)
+                changed = True
+    for op in f.ops:  # the converse: every shared address the split moves is computed from a buffer's address
+        for operand, _, space in isa.memory_accesses(op.instruction):
+            if not (space.startswith("shared") and isinstance(operand, ast.Address)):
+                continue
+            base = operand.base.text if isinstance(operand.base, ast.Name) else None
+            key = next((k for k in op.uses if registers[k].name == base), None)
+            defs = f.du.defs_of.get((op.index, key), ()) if key else ()
+            if base not in symbols and not (defs and all(d in derived for d in defs)):
+                return op
+    return None
+
+
+def _barrier_after_exits(f: _Finder, divergent: dict[int, Op], loop: range) -> Op | None:
+    """A full barrier outside the loop that threads may reach after others of the CTA left (a divergent `exit`
+    before it, or a branch around it): the split counts it, and a counted barrier does not count exits."""
+    cfg = f.cfg
+    leaving = [
+        op
+        for op in f.ops
+        if isa.effects(op.instruction) & Effect.RETURN
+        and (cfg.block_of[op.index] in divergent or f.offsets.divergent_guard(op))
+    ]
+    for op in f.ops:
+        if op.index in loop or not full_barrier(op.instruction):
+            continue
+        block = cfg.block_of[op.index]
+        if block in divergent or any(not cfg.dominates(block, cfg.block_of[r.index]) for r in leaving):
+            return op
+    return None
+
+
 def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
     """Staging ops the consumers keep: the register arithmetic of the loop header's first block (run on every
     trip, before staging branches), computed from nothing the staging part loads (a tile's base index, say)."""
@@ -327,7 +454,8 @@ def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
 def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
     """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
     header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
-    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names)."""
+    from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names); nothing in
+    the loop observes other agents (producers run up to S trips ahead of the consumers' acquires)."""
     ops, cfg, name = f.ops, f.cfg, f.function.name
     kept = kept_by_consumers(f, staging)
 
@@ -349,6 +477,8 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
             return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
         if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
             return Refusal(name, op.line, f"{i.mnemonic} in the {where} part (producers must not order or wait)")
+        if where and (why := observes_other_agents(i)):  # an acquire of trip k orders trip k+1's staging loads
+            return Refusal(name, op.line, f"{why} in the {where} part: producers running ahead would not observe it")
         if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
             return Refusal(name, op.line, "the staging part writes memory other than shared")
         if where == "tail" and isa.memory_accesses(i):

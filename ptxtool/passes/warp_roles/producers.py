@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 
 from ptxtool import isa
-from ptxtool.analysis.staging import StagedLoop
-from ptxtool.isa import Effect, Mode
+from ptxtool.analysis.staging import StagedLoop, dropped_by_producers
 from ptxtool.isa.targets import Target
 from ptxtool.passes.warp_roles.emit import EMPTY, FULL, mapped, relocated, renamed, slot_code, statements, wait_code
 from ptxtool.syntax import ast
@@ -146,8 +145,7 @@ def producer_code(
         i = renamed(i, replayed)
         if index in found.staging and any(s.startswith("shared") for _, _, s in isa.memory_accesses(i)):
             return relocated(i, wide)
-        writes = any(m is not Mode.READ and s != "local" for _, m, s in isa.memory_accesses(i))  # local: its own
-        if index < lo and (writes or isa.effects(i) & (Effect.BARRIER | Effect.ATOMIC | Effect.FENCE)):
+        if index < lo and dropped_by_producers(i):
             return ()
         return (i,)
 
