@@ -188,7 +188,7 @@ def test_optimize_cli_takes_producer_warps(tmp_path: Path) -> None:
 def test_hand_written_references_copy_asynchronously(source: str, kernel: str, block: int) -> None:
     """The references the benchmark times the split against: one producer warp whose cp.asyncs (LDGSTS) arrive on
     the ring's full barrier when they land (ARRIVES.LDGSTSBAR), consumers waiting on it (SYNCS.PHASECHK)."""
-    from ptxtool.analysis.memory import threads
+    from ptxtool.analysis.launch_bounds import block_bounds
     from ptxtool.errors import EnvironmentProblem
     from ptxtool.toolchain.compile import cuda_to_ptx
     from ptxtool.toolchain.sass import disassemble
@@ -197,7 +197,7 @@ def test_hand_written_references_copy_asynchronously(source: str, kernel: str, b
         text = cuda_to_ptx(str(BENCHMARKS / source), "sm_90")
     except EnvironmentProblem as problem:
         pytest.skip(f"no nvcc: {problem}")
-    assert threads(next(k for k in parse(text).kernels if k.name == kernel))[0] == block
+    assert block_bounds(next(k for k in parse(text).kernels if k.name == kernel)).dims[0] == block
     compiled = compile_ptx(text, source, "sm_90")
     assert compiled.functions[kernel].spill_bytes == 0
     opcodes = " ".join(i.opcode for i in disassemble(compiled.cubin)[kernel])

@@ -592,13 +592,6 @@ def _reads_memory(module: ast.Module, op: Op, done: dict[str, MemoryFacts]) -> b
     return facts is None or any(a.mode is not Mode.WRITE for a in facts.accesses)
 
 
-def threads(function: ast.Function) -> tuple[int, ...]:
-    """`block_bounds(function).dims`, empty when undeclared: kept only for analysis/staging.py to import until it
-    calls `block_bounds` itself (docs/architecture.md, "Not yet in their place")."""
-    bounds = block_bounds(function)
-    return bounds.dims if bounds else ()
-
-
 def memory_facts(
     module: ast.Module,
     function: ast.Function,

@@ -20,15 +20,15 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
 from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
 from ptxtool.analysis.divergence import ThreadDependence, ThreadOffsets, divergent_region, post_dominators
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
-from ptxtool.analysis.memory import Space, memory_facts, threads, variable_spaces
+from ptxtool.analysis.memory import Space, memory_facts, variable_spaces
 from ptxtool.isa import Effect, Mode, Role
 from ptxtool.isa.caching import observes_other_agents, type_bits
-from ptxtool.isa.targets import REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
+from ptxtool.isa.targets import MAX_BLOCK_THREADS, REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
-MAX_THREADS = 1024  # threads per block on every target
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
 # (matched by the name before any `.x`/`.y`/`.z`: `%tid` read whole, as a vector, is refused too; %tid.x alone is not)
@@ -249,7 +249,8 @@ def find_staged_loop(
     ]
     if not candidates:
         return refuse(function.line, "no loop waits at a CTA barrier twice per trip (no staged tile loop)")
-    shape = threads(function)
+    bounds = block_bounds(function)
+    shape = bounds.dims if bounds else ()
     if not shape or any(n != 1 for n in shape[1:]):
         return refuse(function.line, "the block size is not declared one-dimensional (.reqntid/.maxntid N, 1, 1)")
     n_threads = shape[0]
@@ -355,8 +356,8 @@ def find_staged_loop(
             f"shared memory does not fit {stages} stages: {ring} bytes > {limit} bytes of .shared variables per block",
         )
     total = n_threads + extra_threads
-    if total > MAX_THREADS:
-        return refuse(function.line, f"the grown block of {total} threads exceeds {MAX_THREADS}")
+    if total > MAX_BLOCK_THREADS:
+        return refuse(function.line, f"the grown block of {total} threads exceeds {MAX_BLOCK_THREADS}")
     if registers is not None and registers * total > REGISTERS_PER_CTA:
         return refuse(
             function.line,
