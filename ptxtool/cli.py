@@ -7,22 +7,41 @@ Exit codes (every command): 0 success, 1 the command found something (a file wou
 from __future__ import annotations
 
 import importlib
-from dataclasses import replace
 
 import click
 
 from ptxtool import __version__
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
-from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.report import FORMATS, emit_and_exit
-from ptxtool.report.console import phases, progress, stderr_console
-from ptxtool.sources import STDIN, read_inputs, read_source
+
+# Start-up counts against a ptxas run of a tenth of a second (benchmarks/startup.py): what only some commands use
+# (sources, report.console, dataclasses, the services) is imported inside the command that uses it.
 
 
 def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`-o -` means stdout, as everywhere else on the command line (not a file named `-`)."""
+    from ptxtool.sources import STDIN
+
     return None if value == STDIN else value
+
+
+class _BlockThreads(click.IntRange):
+    """`IntRange(1, MAX_BLOCK_THREADS)` that reads isa.targets when --block-size is used or shown: importing it (and
+    syntax.names under it) would cost `fmt`, `parse` and `lint` a tenth of their start-up."""
+
+    def __init__(self) -> None:
+        super().__init__(1, None)
+
+    @property
+    def max(self) -> int:
+        from ptxtool.isa.targets import MAX_BLOCK_THREADS
+
+        return MAX_BLOCK_THREADS
+
+    @max.setter
+    def max(self, value: None) -> None:
+        """IntRange.__init__ sets None here; the limit is always the table's."""
 
 
 def _gpu_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -55,12 +74,21 @@ def _service(name: str):
     return importlib.import_module(f"ptxtool.services.{name}")
 
 
+def _read_inputs(files: tuple[str, ...], **kinds: bool) -> list:
+    """`sources.read_inputs`, imported when a command reads its files."""
+    from ptxtool.sources import read_inputs
+
+    return read_inputs(files, **kinds)
+
+
 def _settings(section: str):
     """`[tool.ptxtool.<section>]`, checked; with -v, say which pyproject.toml it came from."""
     from ptxtool.config import load
 
     table = load(section)
     if click.get_current_context().find_root().params.get("verbose"):
+        from ptxtool.report.console import stderr_console
+
         stderr_console().print(f"settings: {table.path or 'no pyproject.toml found'}", markup=False)
     return table
 
@@ -82,7 +110,7 @@ def _form(as_json: bool, sarif: bool = False, chosen: str | None = None) -> str:
 @guarded
 def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
     parse = _service("parse")
-    emit_and_exit(parse.execute(parse.Options(check), read_inputs(files)), _form(as_json))
+    emit_and_exit(parse.execute(parse.Options(check), _read_inputs(files)), _form(as_json))
 
 
 @main.command("fmt", help=HELP["fmt"])
@@ -97,7 +125,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 @guarded
 def fmt_command(files: tuple[str, ...], **options) -> None:
     fmt = _service("fmt")
-    emit_and_exit(fmt.execute(fmt.Options(**options).checked(files), read_inputs(files)))
+    emit_and_exit(fmt.execute(fmt.Options(**options).checked(files), _read_inputs(files)))
 
 
 @main.command("doctor", help=HELP["doctor"])
@@ -134,7 +162,7 @@ def _gpu_options(command):
 @guarded
 def run_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     run = _service("run")
-    emit_and_exit(run.execute(run.Options(**options), read_inputs(files, binary=True)), _form(as_json))
+    emit_and_exit(run.execute(run.Options(**options), _read_inputs(files, binary=True)), _form(as_json))
 
 
 @main.command("bench", help=HELP["bench"])
@@ -144,7 +172,7 @@ def run_command(files: tuple[str, ...], as_json: bool, **options) -> None:
 @guarded
 def bench_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     bench = _service("bench")
-    emit_and_exit(bench.execute(bench.Options(**options), read_inputs(files, binary=True)), _form(as_json))
+    emit_and_exit(bench.execute(bench.Options(**options), _read_inputs(files, binary=True)), _form(as_json))
 
 
 # ---------------------------------------------------------------- inspect, sass, cfg
@@ -165,7 +193,7 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @click.option("--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a), not the module's .target.")
 @click.option(
     "--block-size",
-    type=click.IntRange(1, MAX_BLOCK_THREADS),
+    type=_BlockThreads(),
     help="Threads per block (default: .reqntid/.maxntid, 256).",
 )
 @click.option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
@@ -181,6 +209,10 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @click.option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
 @guarded
 def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> None:
+    from dataclasses import replace
+
+    from ptxtool.report.console import progress
+
     inspect = _service("inspect")
     form = _form(as_json, sarif)
     options, table = _inspect_options(o["arch"], o["block_size"], o["backend"], pressure=o["pressure"])
@@ -189,7 +221,7 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
     checks = inspect.Checks(budget, baseline, o["update_baseline"], o["svg"], o["jobs"], o["strict"])
     checks = checks.checked(options, files)
     with progress(len(files), "inspecting") as advance:
-        result = inspect.execute(options, read_inputs(files, cuda=True), checks, advance)
+        result = inspect.execute(options, _read_inputs(files, cuda=True), checks, advance)
     emit_and_exit(result, form)
 
 
@@ -205,7 +237,7 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
     sass = _service("sass")
     options, _ = _inspect_options(arch, None, None)
     chosen = sass.Options(kernel, options.arch, options.backend, not plain, addresses, source)
-    emit_and_exit(sass.execute(chosen, read_inputs((file,), cuda=True)))
+    emit_and_exit(sass.execute(chosen, _read_inputs((file,), cuda=True)))
 
 
 @main.command("cfg", help=HELP["cfg"])
@@ -218,7 +250,7 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
 @guarded
 def cfg_command(file: str, kernel: str | None, output: str | None, form: str | None) -> None:
     cfg = _service("cfg")
-    emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), read_inputs((file,))))
+    emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), _read_inputs((file,))))
 
 
 @main.command("report", help=HELP["report"])
@@ -227,7 +259,7 @@ def cfg_command(file: str, kernel: str | None, output: str | None, form: str | N
 @click.option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
 @click.option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
 @click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
-@click.option("--block-size", type=click.IntRange(1, MAX_BLOCK_THREADS), help="Threads per block (see inspect).")
+@click.option("--block-size", type=_BlockThreads(), help="Threads per block (see inspect).")
 @guarded
 def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_size) -> None:
     from ptxtool.lint import load_settings
@@ -237,7 +269,7 @@ def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_
     table = _settings("lint")
     lint = load_settings(table.table, table.where, arch=chosen.arch)
     options = report.Options(output, optimized, tune, chosen.arch, chosen.block_size, lint).checked(files)
-    emit_and_exit(report.execute(options, read_inputs(files)))
+    emit_and_exit(report.execute(options, _read_inputs(files)))
 
 
 # ---------------------------------------------------------------- lint
@@ -285,7 +317,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
     flags = dict(ptxas=ptxas, require_nvcc=o["require_nvcc"], arch=o["arch"], fail_on=o["fail_on"])
     settings = load_settings(table.table, table.where, select=select, ignore=ignore, **flags)
     options = lint.Options(settings, o["jobs"], o["statistics"])
-    emit_and_exit(lint.execute(options, read_inputs(files, cuda=True)), form)
+    emit_and_exit(lint.execute(options, _read_inputs(files, cuda=True)), form)
 
 
 # ---------------------------------------------------------------- optimize
@@ -338,6 +370,10 @@ def optimize_command(
     spec: str | None,
     **flags,
 ) -> None:
+    from dataclasses import replace
+
+    from ptxtool.sources import read_source
+
     optimize = _service("optimize")
     table = _settings("optimize")
     passes, settings = optimize.settings_from(table.table, table.where, flags)
@@ -367,12 +403,14 @@ def optimize_command(
 @click.option("--dry-run", is_flag=True, help="List the candidates and their ptxas numbers; time nothing.")
 @guarded
 def tune_command(file: str, spec: str, output: str | None, space: str | None, as_json: bool, **o) -> None:
+    from ptxtool.report.console import phases
+
     tune = _service("tune")
     table = _settings("tune")
     flags = {key: o.pop(key) for key in ("budget_s", "objective", "neighbour_mib", "gpus")}
     options = tune.Options(spec, output, space, table.table, table.where, flags, **o)
     with phases("tune") as say:
-        result = tune.execute(options, read_inputs((file,)), say)
+        result = tune.execute(options, _read_inputs((file,)), say)
     emit_and_exit(result, _form(as_json))
 
 

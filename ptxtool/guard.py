@@ -14,9 +14,6 @@ from functools import wraps
 
 import click
 
-from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
-from ptxtool.report.console import print_error, stderr_console
-
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
 EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
 # Walks over the tree recurse a few frames per nested `{ }` scope, and the parser admits as many scopes as ptxas does
@@ -45,6 +42,10 @@ def guarded(command: Callable) -> Callable:
 
     @wraps(command)
     def run(*args, **kwargs):
+        # here, not at import: `ptxtool --help` loads neither the errors' dataclasses nor report/
+        from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
+        from ptxtool.report.console import print_error, stderr_console
+
         ctx = click.get_current_context()
         sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
         try:

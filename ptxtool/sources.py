@@ -6,7 +6,6 @@ import errno
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +169,21 @@ def _write_stream(path: str, text: str) -> None:
         raise InputError.at(path, f"cannot write: {error.strerror or error}") from None
 
 
+_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _make_temp(directory: str, prefix: str) -> tuple[int, str]:
+    """`tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")` (a new 0600 file, never an existing one),
+    without importing tempfile: it pulls shutil, random, bz2 and lzma into every `fmt -i` run."""
+    for _ in range(100):
+        name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(name, _TEMP_FLAGS, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", directory)
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write an output file: a regular file is replaced all at once (a crash leaves the old file or the new one, never
     half of one); a device (/dev/null), a FIFO or /dev/stdout is written where it is."""
@@ -188,7 +202,7 @@ def write_atomic(path: str, text: str) -> None:
         _refuse_read_only(path, target)
     mode = info.st_mode & 0o7777 if info is not None else 0o666 & ~_umask()  # a new file: as `open` makes it
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = _make_temp(str(target.parent or "."), f".{target.name}.")
     except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
         raise InputError.at(path, f"cannot write in {target.parent}: {error.strerror or error}") from None
     try:

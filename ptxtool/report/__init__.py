@@ -5,15 +5,12 @@ warnings and status to stderr. report/ is a leaf: it reads Results by their fiel
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ptxtool.report.console import Out
-from ptxtool.report.text import TEXT
-
 if TYPE_CHECKING:  # the Protocol every service's Result follows; report/ reads Results by their fields
+    from ptxtool.report.console import Out
     from ptxtool.services.result import Result
 
 FORMATS = ("text", "json", "sarif", "github")  # lint offers every one; other commands --json (and --sarif)
@@ -30,6 +27,9 @@ def _sarif(result: Result) -> dict:
 def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
     """Write a Result in one format (`text`, `json`, `sarif`, `github`) and return its exit code. With a machine
     format the document alone goes to stdout and the text renderer writes only to stderr."""
+    from ptxtool.report.console import Out  # the renderers load when a command emits, not with the CLI
+    from ptxtool.report.text import TEXT
+
     out = out or Out.standard()
     machine = form != "text"
     if form == "github":
@@ -37,6 +37,8 @@ def emit(result: Result, form: str = "text", out: Out | None = None) -> int:
 
         out.stdout.writelines(line + "\n" for line in workflow_commands(result))
     elif machine:
+        import json
+
         document = result.to_data() if form == "json" else _sarif(result)
         json.dump(document, out.stdout, indent=1)
         out.stdout.write("\n")
