@@ -21,6 +21,50 @@ def imported(*args: str) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
+# What importing the CLI must not load: each is imported inside the command (or the branch) that uses it. An eager
+# `import` of any of these in cli.py, guard.py, help.py or report/__init__.py puts it back into every run.
+LAZY = (
+    "ptxtool.errors",  # its dataclasses: guard imports it when a command runs
+    "ptxtool.sources",
+    "ptxtool.report.console",
+    "ptxtool.report.text",
+    "ptxtool.isa.targets",  # --block-size's limit, read when the option is used or shown
+    "ptxtool.syntax.names",
+    "ptxtool.syntax.parser",
+    "ptxtool.services",
+    "dataclasses",
+    "json",
+    "tempfile",
+    "pathlib",
+    "difflib",
+    "subprocess",
+    "tomllib",
+    "importlib.metadata",
+    "rich",
+)
+
+
+def test_importing_the_cli_leaves_the_lazy_modules_out() -> None:
+    code = "import sys, ptxtool.cli; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "click" in loaded and "ptxtool.cli" in loaded  # the premise: the list is real
+    assert sorted(m for m in LAZY if m in loaded) == []
+
+
+def test_block_size_reads_its_limit_from_the_isa_table() -> None:
+    """The lazy range is the table's: shown in --help, enforced on a value."""
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+    from ptxtool.isa.targets import MAX_BLOCK_THREADS
+
+    runner = CliRunner()
+    for command in ("inspect", "report"):
+        done = runner.invoke(main, [command, "--block-size", str(MAX_BLOCK_THREADS + 1), "k.ptx"])
+        assert done.exit_code == 2 and f"is not in the range 1<=x<={MAX_BLOCK_THREADS}" in done.output, done.output
+
+
 def test_help_imports_neither_the_parser_nor_rich() -> None:
     modules = imported("--help")
     assert "click" in modules  # the premise: the list is real
