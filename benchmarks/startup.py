@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Start-up: wall time of short ptxtool commands beside `ptxas --version` and a bare interpreter, in one run.
 
-Each command runs as a fresh process, best of R rounds, interleaved so a busy moment hits all alike; `fmt` and
-`parse` run on a ten-line kernel, so the time is start-up and imports. Then, from `python -X importtime`, the
+Each command runs as a fresh process, best of R rounds, interleaved so a busy moment hits all alike; `fmt`, `parse`
+and `lint` run on a ten-line kernel, so the time is start-up and imports. Then, from `python -X importtime`, the
 modules each command imports and the slowest of them. The package's bytecode is compiled first, as an installed
 wheel has it (PYTHONDONTWRITEBYTECODE would otherwise make every run compile ptxtool from source).
 
-Usage: python benchmarks/startup.py [--repeat R] [--top N]
+With --baseline DIR (another commit: `git archive REV ptxtool grammar | tar -x -C DIR`), each ptxtool command also
+runs on DIR's package (first on PYTHONPATH, from a folder without ptxtool/), interleaved with this one, and the ratio
+this / baseline is printed beside it.
+
+Usage: python benchmarks/startup.py [--repeat R] [--top N] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ KERNEL = (
 )
 
 
-def wall(command: list[str]) -> float:
+def wall(command: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env, cwd=cwd)
     return time.perf_counter() - start
 
 
@@ -53,9 +57,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=10, help="rounds per command, best kept")
     ap.add_argument("--top", type=int, default=8, help="slowest modules listed per command")
+    ap.add_argument("--baseline", type=Path, help="a folder holding another version's ptxtool/ package, to compare")
     args = ap.parse_args()
     compileall.compile_dir(str(ROOT / "ptxtool"), quiet=1)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    base_env = None
+    if args.baseline:
+        compileall.compile_dir(str(args.baseline / "ptxtool"), quiet=1)
+        base_env = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
     ptxas = find_ptxas()
     with tempfile.TemporaryDirectory(prefix="ptxtool-startup-") as work:
         kernel = Path(work) / "k.ptx"
@@ -67,16 +76,25 @@ def main() -> int:
             "ptxtool --help": [*cli, "--help"],
             "ptxtool fmt k.ptx -o OUT": [*cli, "fmt", str(kernel), "-o", str(Path(work) / "out.ptx")],
             "ptxtool parse k.ptx": [*cli, "parse", str(kernel)],
+            "ptxtool parse --check k.ptx": [*cli, "parse", "--check", str(kernel)],
+            "ptxtool lint --no-ptxas k.ptx": [*cli, "lint", "--no-ptxas", str(kernel)],
             "ptxas -arch=sm_80 k.ptx": [ptxas, "-arch=sm_80", str(kernel), "-o", str(Path(work) / "k.cubin")],
         }
         best = dict.fromkeys(commands, float("inf"))
+        base = {name: float("inf") for name in commands if base_env and name.startswith("ptxtool")}
         for _ in range(args.repeat):
             for name, command in commands.items():
                 best[name] = min(best[name], wall(command))
+                if name in base:
+                    base[name] = min(base[name], wall(command, base_env, work))
         reference = best["ptxas --version"]
-        print(f"{'command':28} {'best ms':>8} {'/ ptxas --version':>18}")
+        extra = f" {'baseline ms':>12} {'this / baseline':>16}" if base else ""
+        print(f"{'command':28} {'best ms':>8} {'/ ptxas --version':>18}{extra}")
         for name, seconds in best.items():
-            print(f"{name:28} {seconds * 1000:>8.1f} {seconds / reference:>18.1f}")
+            line = f"{name:28} {seconds * 1000:>8.1f} {seconds / reference:>18.1f}"
+            if name in base:
+                line += f" {base[name] * 1000:>12.1f} {seconds / base[name]:>16.2f}"
+            print(line)
         for name, command in commands.items():
             if not name.startswith("ptxtool"):
                 continue
