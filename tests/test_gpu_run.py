@@ -68,6 +68,20 @@ def erf(v: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf)(v)
 
 
+def e4m3(values: np.ndarray) -> np.ndarray:
+    """cvt.rn.satfinite.e4m3x2.f32 byte by byte: nearest of the 127 finite magnitudes (ties to the even code, whose
+    mantissa is even), clamped to 448, the sign kept (also on zero)."""
+    codes = np.arange(0x7F)
+    exponent, mantissa = codes >> 3, codes & 7
+    table = np.where(exponent == 0, mantissa / 8 * 2.0**-6, (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+    magnitude = np.minimum(np.abs(values.astype(np.float64)), table[-1])
+    upper = np.minimum(np.searchsorted(table, magnitude), len(table) - 1)
+    lower = np.maximum(upper - 1, 0)
+    below, above = magnitude - table[lower], table[upper] - magnitude
+    code = np.where((above < below) | ((above == below) & (upper % 2 == 0)), upper, lower)
+    return (code | (np.signbit(values) << 7)).astype(np.uint8)
+
+
 # What each sample must compute, from its trial-0 inputs (regenerated here from the same seed).
 REFERENCES = {
     "saxpy": lambda d, i: np.array_equal(d["y"], (2.5 * f32(i["x"]) + f32(i["y"])).astype(np.float32)),
@@ -86,6 +100,7 @@ REFERENCES = {
     "match_and_redux": lambda d, i: np.array_equal(d["out"], warp_reference(i["keys"])),
     "plain_copy": lambda d, i: np.array_equal(d["dst"].view(np.uint32), i["src"].view(np.uint32)),
     "streaming_scale": lambda d, i: np.array_equal(d["y"], i["x"] * np.float32(1.5)),
+    "fp8_quantize": lambda d, i: np.array_equal(d["y"].view(np.uint8), e4m3(i["x"] * np.float32(0.75))),
 }
 
 
