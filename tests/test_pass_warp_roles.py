@@ -4,12 +4,14 @@ output, which ptxas must accept and whose SASS must hold the mbarrier (SYNCS) in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import CORPUS
 
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop
+from ptxtool.passes.report import PassReport
 from ptxtool.syntax import ast, format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
@@ -300,15 +302,15 @@ def test_split_of_nvccs_benchmark_kernels(source: str, kernel: str, consumers: i
     assert compiled.functions[kernel].spill_bytes == 0
 
 
-def test_fuzzed_kernels_are_refused_or_split_into_what_ptxas_accepts() -> None:
-    """Fixed-seed mutants of the planted kernel (an instruction line dropped, doubled or moved): the pass refuses
-    with a reason or splits, and every split assembles; each run stays under a time bound."""
+def fuzz_split(seed: int, split: Callable[[str], tuple[str, PassReport]]) -> dict[str, int]:
+    """Fixed-seed mutants of the planted kernel (an instruction line dropped, doubled or moved) that ptxas takes, each
+    split under a time bound: refused with a reason, or split into what ptxas accepts; how many went each way."""
     import random
     import time
 
     from ptxtool.errors import InputError
 
-    rng = random.Random(0)
+    rng = random.Random(seed)
     lines = STAGED.splitlines()
     body = [n for n, line in enumerate(lines) if line.startswith("\t") and line.rstrip().endswith(";") and "." in line]
     outcomes = {"refused": 0, "split": 0}
@@ -328,12 +330,21 @@ def test_fuzzed_kernels_are_refused_or_split_into_what_ptxas_accepts() -> None:
         except InputError:
             continue  # not PTX ptxas takes: not the pass's input
         start = time.monotonic()
-        out, report = _split(text)
+        out, report = split(text)
         assert time.monotonic() - start < 5
         if report.rewrites:
             outcomes["split"] += 1
-            compile_ptx(format_module(out), "mutant.split.ptx", "sm_90")
+            compile_ptx(out, "mutant.split.ptx", "sm_90")
         else:
             outcomes["refused"] += 1
             assert report.skipped and all(s.reason for s in report.skipped)
+    return outcomes
+
+
+def test_fuzzed_kernels_are_refused_or_split_into_what_ptxas_accepts() -> None:
+    def split(text: str) -> tuple[str, PassReport]:
+        module, report = _split(text)
+        return format_module(module), report
+
+    outcomes = fuzz_split(0, split)
     assert outcomes["split"] and outcomes["refused"], outcomes

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_pass_warp_roles import BENCHMARKS, STAGED, _planted
+from test_pass_warp_roles import BENCHMARKS, STAGED, _planted, fuzz_split
 
 from ptxtool.passes.warp_roles import RoleSettings, warp_roles
 from ptxtool.syntax import format_module, parse
@@ -205,40 +205,8 @@ def test_hand_written_references_copy_asynchronously(source: str, kernel: str, b
 
 
 def test_fuzzed_kernels_with_one_producer_warp_are_refused_or_assemble() -> None:
-    """Fixed-seed mutants of the planted kernel (a line dropped, doubled or moved) split with P = 1 and 2: refused
-    with a reason, or split into what ptxas accepts, each run under a time bound."""
-    import random
-    import time
-
-    from ptxtool.errors import InputError
-
-    rng = random.Random(1)
-    lines = STAGED.splitlines()
-    body = [n for n, line in enumerate(lines) if line.startswith("\t") and line.rstrip().endswith(";") and "." in line]
-    outcomes = {"refused": 0, "split": 0}
-    for _ in range(30):
-        mutant = list(lines)
-        n = rng.choice(body)
-        kind = rng.choice(("drop", "double", "move"))
-        if kind == "drop":
-            del mutant[n]
-        elif kind == "double":
-            mutant.insert(n, mutant[n])
-        else:
-            mutant.insert(rng.choice(body), mutant.pop(n))
-        text = "\n".join(mutant) + "\n"
-        try:
-            compile_ptx(text, "mutant.ptx", "sm_90")
-        except InputError:
-            continue
-        for producers in (1, 2):
-            start = time.monotonic()
-            out, report = _split(text, producer_warps=producers)
-            assert time.monotonic() - start < 5
-            if report.rewrites:
-                outcomes["split"] += 1
-                compile_ptx(out, "mutant.split.ptx", "sm_90")
-            else:
-                outcomes["refused"] += 1
-                assert report.skipped and all(s.reason for s in report.skipped)
-    assert outcomes["split"] and outcomes["refused"], outcomes
+    """The planted kernel's fixed-seed mutants split with P = 1 and 2: refused with a reason, or split into what
+    ptxas accepts, each run under a time bound."""
+    for producers in (1, 2):
+        outcomes = fuzz_split(1, lambda text, producers=producers: _split(text, producer_warps=producers))
+        assert outcomes["split"] and outcomes["refused"], (producers, outcomes)
