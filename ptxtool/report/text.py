@@ -234,7 +234,8 @@ def tune(result, out: Out, machine: bool) -> None:
 
 def optimize(result, out: Out, machine: bool) -> None:
     """Typos in kernel globs, each kept rewrite with its reasons, per-kernel SASS changes, what verification dropped
-    and why, the skipped candidates (verbose), one summary line; on stdout the PTX (or --diff's diff)."""
+    and why, each kernel a pass refused whole and the skipped candidates (verbose), one summary line; on stdout the
+    PTX (or --diff's diff)."""
     from rich.markup import escape  # here: the commands that print no markup never load rich
 
     o = result.options
@@ -263,8 +264,8 @@ def optimize(result, out: Out, machine: bool) -> None:
                 out.status(line)
     for d in result.dropped:
         out.diagnostic(d)
-    if o.verbose:
-        for s in (s for r in result.reports for s in r.skipped):
+    for r in result.reports:  # a pass that left a whole kernel alone (the skip names the pass) says why, -v or not
+        for s in (s for s in r.skipped if o.verbose or s.mnemonic == r.name):
             out.status(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
     for warning in result.warnings:
         out.stderr.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}")
