@@ -312,6 +312,7 @@ def test_record_shows_optimize_problems_as_their_line_and_message() -> None:
     from ptxtool.report.html import _record
 
     problem = Diagnostic(Location("k.ptx", 12, 3), "ptxas rejects the output", code="optimize/strict").to_data()
-    html = _record({"verified": False, "problems": [problem, "k.ptx:4: an older record's text"]})
+    whole = Diagnostic(Location("k.ptx", 0, 0), "the SASS lacks USETMAXREG", code="optimize/warp-roles").to_data()
+    html = _record({"verified": False, "problems": [problem, whole]})
     assert "line 12: ptxas rejects the output" in html and "{" not in unescape(html.split("NOT verified")[1])
-    assert "k.ptx:4: an older record&#x27;s text" in html or "k.ptx:4: an older record's text" in html
+    assert '<p class="bad">the SASS lacks USETMAXREG</p>' in html

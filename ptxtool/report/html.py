@@ -429,9 +429,7 @@ def render(files: list[FileView], comparison: Comparison | None = None, tune: di
     )
 
 
-def _problem_text(problem: object) -> str:
-    """optimize's JSON problems are diagnostics (ptxtool.optimize/2): their line and message; older records: text."""
-    if not isinstance(problem, dict):
-        return str(problem)
-    line, message = problem.get("line"), str(problem.get("message", problem))
+def _problem_text(problem: dict) -> str:
+    """One of optimize's problems (a diagnostic, ptxtool.optimize/2): its line and message."""
+    line, message = problem.get("line"), str(problem.get("message", ""))
     return f"line {line}: {message}" if line else message
