@@ -307,6 +307,11 @@ def execute(options: Options, source: Source) -> OptimizeResult:
     return result
 
 
+def role_registers(compiled: Compiled) -> dict[str, int]:
+    """ptxas's registers per function, as the warp-role pass plans setmaxnreg from them (functions it counted)."""
+    return {name: f.registers for name, f in compiled.functions.items() if f.registers}
+
+
 def _restructured(options: Options, source: Source, module: ast.Module, arch: str) -> OptimizeResult:
     """warp-roles rewrites whole kernels, so its output is the printed module, verified as a whole: ptxas accepts
     it and each split kernel's SASS holds the ring's mbarrier waits and arrivals; the pass runs alone."""
@@ -314,8 +319,7 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
     if options.passes != (warp_roles.NAME,) or options.spec:
         raise UsageError(f"{warp_roles.NAME} runs alone and without --verify-gpu (its launch grows: see the report)")
     before = compile_ptx(source.text, path, arch)
-    registers = {name: f.registers for name, f in before.functions.items() if f.registers}
-    roles = replace(options.roles, registers=registers)
+    roles = replace(options.roles, registers=role_registers(before))
     optimized, reports = run_pipeline(module, options.passes, {warp_roles.NAME: roles})
     text, after, problems = source.text, before, list[Diagnostic]()
     if reports[0].changed:

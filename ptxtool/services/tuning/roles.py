@@ -73,6 +73,7 @@ def candidates(context: Context) -> Iterator[Candidate]:
     """One candidate per distinct split the pass makes of the tuned kernel (the input with that kernel replaced),
     at the block it declares; refusals grouped by reason in the notes."""
     from ptxtool.passes.warp_roles import RoleSettings
+    from ptxtool.services.optimize import role_registers
     from ptxtool.syntax import format_module
     from ptxtool.toolchain.compile import compile_ptx
 
@@ -81,8 +82,7 @@ def candidates(context: Context) -> Iterator[Candidate]:
     settings = context.space.warp_roles.settings()
     if not settings:
         return
-    compiled = compile_ptx(context.source.text, context.source.display, context.arch).functions
-    registers = {name: f.registers for name, f in compiled.items() if f.registers}  # as optimize hands them down
+    registers = role_registers(compile_ptx(context.source.text, context.source.display, context.arch))
     refused: dict[str, list[tuple[str, str, str]]] = {}
     seen: dict[str, str] = {}
     for variant, producers, stages in settings:
