@@ -16,6 +16,7 @@ import pytest
 from test_tune import STAGED_PARAMS
 
 from ptxtool.errors import InputError
+from ptxtool.report.gpu import tune_lines
 from ptxtool.services import tune as tune_service
 from ptxtool.services.tuning import worker
 from ptxtool.services.tuning.space import GENERATORS, Candidate, Context, Generator
@@ -327,6 +328,8 @@ def test_several_gpus_share_the_candidates(fake, monkeypatch: pytest.MonkeyPatch
     assert len(result.devices) == 2
     assert [c.gpu for c in result.candidates] == [0, 0, 1, 0]
     assert len(result.stopped) == 2
+    rows = {line.split()[0]: line.split() for line in tune_lines(result) if line.startswith("  ")}
+    assert rows["candidate"][2] == "gpu" and [rows[n][2] for n in ("input", "a", "b", "c")] == ["0", "0", "1", "0"]
 
 
 def test_a_budget_spent_times_nothing(fake, monkeypatch: pytest.MonkeyPatch) -> None:

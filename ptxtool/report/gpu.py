@@ -94,8 +94,11 @@ def tune_lines(r) -> list[str]:
         gpus = ", ".join(f"GPU {i} {d.name} (CUDA {d.driver})" for i, d in enumerate(r.devices))
         out = [f"{head}, objective {r.space.objective}, on {gpus}" + (" -- from the cache" if r.cached else "")]
     width = max(len("candidate"), *(len(c.name) for c in r.candidates))
+    several = not r.dry_run and len(r.devices) > 1  # then each row says which GPU timed it against its own input
     out.append(
-        f"  {'candidate':{width}} {'verified':10} {'regs':>4} {'spill':>5} {'occ':>5}"
+        f"  {'candidate':{width}} {'verified':10}"
+        + (" gpu " if several else "")
+        + f" {'regs':>4} {'spill':>5} {'occ':>5}"
         + ("" if r.dry_run else f"  {'median us':>9}  {'ratio to input [interval]':30} neighbour slowdown")
     )
     for c in r.candidates:
@@ -103,7 +106,9 @@ def tune_lines(r) -> list[str]:
         occupancy = f"{res.occupancy:.0%}" if res.occupancy is not None else "?"
         verified = {True: "yes", False: "NO", None: "-"}[c.verified]
         verified = {"input": "reference", "pruned": "pruned"}.get(c.status, verified)
-        row = f"  {c.name:{width}} {verified:10} {res.registers if res.registers is not None else '?':>4} "
+        gpu = "-" if c.gpu is None else str(c.gpu)
+        registers = res.registers if res.registers is not None else "?"
+        row = f"  {c.name:{width}} {verified:10}" + (f" {gpu:4}" if several else "") + f" {registers:>4} "
         row += f"{res.spill_bytes:>5} {occupancy:>5}"
         if not r.dry_run:
             median = f"{c.median_us:.2f}" if c.median_us is not None else "-"
@@ -115,6 +120,8 @@ def tune_lines(r) -> list[str]:
     if not r.dry_run:
         together = r.space.confidence
         out.append(f"  intervals: {r.confidence:.2%} each, {together:.0%} for all together; {'; '.join(r.stopped)}")
+        if several:
+            out.append("  each ratio compares a candidate with the input timed on the same GPU (gpu column)")
         winner = next(c for c in r.candidates if c.name == r.winner)
         if r.winner == "input":
             out.append("winner: input (no verified candidate faster beyond noise)")
