@@ -32,7 +32,8 @@ from ptxtool.syntax import ast
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
 # (matched by the name before any `.x`/`.y`/`.z`: `%tid` read whole, as a vector, is refused too; %tid.x alone is not)
-SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+SHARED_SIZE_SPECIALS = ("%total_smem_size", "%aggr_smem_size")  # the pipeline's ring changes these as well
+SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", *SHARED_SIZE_SPECIALS)
 
 
 def shape_special(name: str) -> bool:
@@ -233,9 +234,12 @@ def find_staged_loop(
     extra_threads: int = 0,
     registers: int | None = None,
     cfg: CFG | None = None,
+    roles: bool = True,
 ) -> StagedLoop | Refusal:
     """The staged tile loop of a kernel, or why the split is refused. `stages` ring slots, `extra_threads`
-    producer threads added to the block, `registers` per thread from ptxas (None: not checked)."""
+    producer threads added to the block, `registers` per thread from ptxas (None: not checked); `roles` False for
+    the pipeline, which keeps the block and runs no replayed copy in other threads: the checks that only the split's
+    grown block, producers' replay and counted barriers need are skipped."""
     name = function.name
     cfg = cfg or build_cfg(function)
     f = _Finder(module, function, cfg)
@@ -251,17 +255,18 @@ def find_staged_loop(
         return refuse(function.line, "no loop waits at a CTA barrier twice per trip (no staged tile loop)")
     bounds = block_bounds(function)
     shape = bounds.dims if bounds else ()
-    if not shape or any(n != 1 for n in shape[1:]):
+    if roles and (not shape or any(n != 1 for n in shape[1:])):
         return refuse(function.line, "the block size is not declared one-dimensional (.reqntid/.maxntid N, 1, 1)")
-    n_threads = shape[0]
-    if n_threads % 32:
+    n_threads = shape[0] if shape else 0
+    if n_threads % 32 and roles:
         return refuse(function.line, f"the block of {n_threads} threads is not a whole number of warps")
     for op in ops:
         for operand in op.instruction.operands:
             for n in isa.operand_names(operand):
-                if shape_special(n.text):
-                    return refuse(op.line, f"reads {n.text}, which the grown block would change")
-        if bits := _tid_x_width(op.instruction):
+                if shape_special(n.text) and (roles or n.text in SHARED_SIZE_SPECIALS):
+                    grown = "grown block" if roles else "ring"
+                    return refuse(op.line, f"reads {n.text}, which the {grown} would change")
+        if roles and (bits := _tid_x_width(op.instruction)):
             return refuse(op.line, f"reads %tid.x as a {bits}-bit value, which the producers' copy could not")
         if isa.effects(op.instruction) & Effect.CALL:
             return refuse(op.line, "calls a function (its effects on the roles are unknown)")
@@ -275,7 +280,7 @@ def find_staged_loop(
         ):
             space = "shared" if any(m.startswith("shared") for m in i.modifiers) else "local"
             return refuse(op.line, f"a generic pointer into {space} memory (cvta): the roles could not keep it apart")
-        if _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
+        if roles and _barrier(i) and isa.family(i) in ("bar", "barrier") and not full_barrier(i):
             return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
     loop = candidates[0]
     body = f.loop_ops(loop)
@@ -301,7 +306,7 @@ def find_staged_loop(
         if cfg.block_of[op.index] in divergent:
             why = divergent[cfg.block_of[op.index]]
             return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
-    if (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
+    if roles and (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
         return refuse(
             stuck.line,
             "a CTA barrier outside the loop some threads may have left before (exit/ret): the "
@@ -327,12 +332,12 @@ def find_staged_loop(
         return refuse(ops[filled].line, "the part between the barriers reads no shared memory")
     kind = "bulk" if any(isa.family(ops[o].instruction).startswith("cp.async.bulk") for o in stores) else None
     kind = kind or ("cp.async" if any(isa.family(ops[o].instruction) == "cp.async" for o in stores) else "ld+st")
-    if (why := _producer_inputs(f, module, function, staging, hi)) is not None:
+    if (why := _producer_inputs(f, module, function, staging, hi, roles)) is not None:
         return why
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
-    if (unreplayable := _unreplayable(ops[:lo])) is not None:
+    if roles and (unreplayable := _unreplayable(ops[:lo])) is not None:
         op, why = unreplayable
         return refuse(op.line, f"{op.instruction.mnemonic} at line {op.line} before the loop {why}")
     if (escape := _escaping_address(f, buffers)) is not None:
@@ -502,11 +507,12 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
 
 
 def _producer_inputs(
-    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int
+    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int, roles: bool = True
 ) -> Refusal | None:
     """What producers recompute (everything before the loop, the staging part, the tail) must read only memory
     no thread of the kernel writes, so they see the bytes the consumers would have; staging addresses must come
-    from no loaded value at all (kernel parameters aside)."""
+    from no loaded value at all (kernel parameters aside). Without roles (the pipeline) only the staging part runs
+    early (S - 1 trips ahead, in the same thread), so only its reads are checked."""
     ops, name = f.ops, function.name
     facts = memory_facts(module, function, f.cfg)
     changing = {a.op for a in facts.accesses if a.param not in facts.read_only_params}
@@ -515,7 +521,7 @@ def _producer_inputs(
     writes = [a.op for a in facts.accesses if a.mode is not Mode.READ]
     early = sorted(o for o in (*writes, *facts.unknown_writes) if o < end)
     spaces = variable_spaces(module, function)
-    for at in range(staging.stop):
+    for at in range(staging.start if not roles else 0, staging.stop):
         i = ops[at].instruction
         where = "staging part" if at in staging else "code before the loop"
         if _reads(i, "shared"):
