@@ -280,7 +280,7 @@ def find_staged_loop(
         ):
             space = "shared" if any(m.startswith("shared") for m in i.modifiers) else "local"
             return refuse(op.line, f"a generic pointer into {space} memory (cvta): the roles could not keep it apart")
-        if roles and _barrier(i) and isa.family(i) in ("bar", "barrier") and not full_barrier(i):
+        if roles and _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
             return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
     loop = candidates[0]
     body = f.loop_ops(loop)
@@ -437,14 +437,20 @@ def _barrier_after_exits(f: _Finder, divergent: dict[int, Op], loop: range) -> O
 
 
 def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
-    """Staging ops the consumers keep: the register arithmetic of the loop header's first block (run on every
-    trip, before staging branches), computed from nothing the staging part loads (a tile's base index, say)."""
+    """Staging ops the consumers keep: the register arithmetic of the staging blocks run once on every trip (each
+    dominates the first barrier and lies in no inner loop: the header's first block, a join after nvcc's bounds
+    checks), computed from nothing the staging part loads (a tile's base index, a buffer's address, say)."""
     cfg, ops = f.cfg, f.ops
-    first = cfg.blocks[cfg.block_of[staging.start]]
+    outer = next((loop for loop in f.loops if loop.header == cfg.block_of[staging.start]), None)
+    inner = {b for loop in f.loops if outer is None or loop.index != outer.index for b in loop.blocks}
+    barrier = cfg.block_of[staging.stop]
     kept = {
         o.index
-        for o in ops[staging.start : min(first.end, staging.stop)]
-        if not isa.memory_accesses(o.instruction) and not isa.effects(o.instruction) & _IMPURE
+        for o in ops[staging.start : staging.stop]
+        if not isa.memory_accesses(o.instruction)
+        and not isa.effects(o.instruction) & _IMPURE
+        and (block := cfg.block_of[o.index]) not in inner
+        and cfg.dominates(block, barrier)
     }
     changed = True
     while changed:  # an input computed by a dropped staging op makes the op useless to keep

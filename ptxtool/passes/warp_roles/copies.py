@@ -81,6 +81,48 @@ def _space(i: ast.Instruction) -> str | None:
     return next((s for _, _, s in isa.memory_accesses(i)), None)
 
 
+_BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
+_EVALUATED = ("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "div", "rem", "min", "max", "neg")
+_Value = tuple[str | None, int]  # a shared buffer's symbol (or None) plus an integer
+
+
+def _arith(opcode: str, signed: bool, bits: int, args: list[int]) -> int | None:
+    """One integer instruction's result on `bits`-bit operands (two's complement, C division), or None."""
+    mask = (1 << bits) - 1
+
+    def s(v: int) -> int:
+        v &= mask
+        return v - (1 << bits) if signed and v >> (bits - 1) else v
+
+    a = [s(x) for x in args]
+    if opcode == "mov":
+        out = a[0]
+    elif opcode == "add":
+        out = a[0] + a[1]
+    elif opcode == "sub":
+        out = a[0] - a[1]
+    elif opcode == "mul":
+        out = a[0] * a[1]
+    elif opcode == "mad":
+        out = a[0] * a[1] + a[2]
+    elif opcode == "shl":
+        out = a[0] << min(args[1] & 0xFFFFFFFF, bits)
+    elif opcode == "shr":
+        out = a[0] >> min(args[1] & 0xFFFFFFFF, bits)
+    elif opcode in ("and", "or", "xor"):
+        out = a[0] & a[1] if opcode == "and" else a[0] | a[1] if opcode == "or" else a[0] ^ a[1]
+    elif opcode in ("div", "rem"):
+        if a[1] == 0:
+            return None
+        q = abs(a[0]) // abs(a[1]) * (1 if (a[0] < 0) == (a[1] < 0) else -1)
+        out = q if opcode == "div" else a[0] - q * a[1]
+    elif opcode in ("min", "max"):
+        out = min(a) if opcode == "min" else max(a)
+    else:  # neg
+        out = -a[0]
+    return out & mask
+
+
 class _Converter:
     """The proofs, per staging store; each method returns its finding or a reason (a str)."""
 
@@ -88,6 +130,10 @@ class _Converter:
         self.cfg, self.du, self.loops, self.found = cfg, du, loops, found
         self.ops = cfg.linear.ops
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
+        self.buffer_names = {b.name for b in found.buffers}
+        self.threads = found.threads  # %tid.x ranges over 0 .. threads-1 (0: not declared)
+        specials = {n.text for op in self.ops for x in op.instruction.operands for n in isa.operand_names(x)}
+        self.reads_other_tid = bool(specials & {"%tid.y", "%tid.z", "%tid"})
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -227,6 +273,75 @@ class _Converter:
                 work.extend((d, u) for u in source.uses)
         return out
 
+    def value(self, at: int, operand: ast.Operand, tid: int, memo: dict) -> _Value | None:
+        """What `operand` of op `at` holds in thread `tid` (%tid.x), computed from %tid.x, constants and shared
+        buffers' addresses alone through one reaching definition each; None where it depends on anything else."""
+        if isinstance(operand, ast.Immediate):
+            try:
+                number = ast.literal_value(operand.text)
+            except ValueError:
+                return None
+            return (None, number) if isinstance(number, int) else None
+        if not isinstance(operand, ast.Name):
+            return None
+        if operand.text == "%tid.x":
+            return None, tid
+        if operand.text in self.buffer_names:
+            return operand.text, 0
+        key = self.key(self.ops[at], operand.text)
+        defs = self.du.defs_of.get((at, key), ()) if key else ()
+        if len(defs) != 1 or defs[0] == ENTRY:
+            return None
+        return self.defined(defs[0], tid, memo)
+
+    def defined(self, at: int, tid: int, memo: dict) -> _Value | None:
+        if (at, tid) in memo:
+            return memo[(at, tid)]
+        memo[(at, tid)] = None  # a cycle evaluates to nothing
+        op = self.ops[at]
+        i = op.instruction
+        words = [m for m in i.modifiers if m[1:] in _BITS and m[0] in "subf"]
+        if op.guarded or i.opcode not in _EVALUATED or not words or words[-1][0] == "f" or len(op.defs) != 1:
+            return None
+        args = [self.value(at, x, tid, memo) for x in i.operands[1:]]
+        if any(a is None for a in args):
+            return None
+        symbols = [a[0] for a in args if a[0] is not None]  # type: ignore[index]
+        numbers = [a[1] for a in args]  # type: ignore[index]
+        symbol = symbols[0] if len(symbols) == 1 else None
+        addend = {"mov": 0, "add": None, "sub": 0, "mad": 2}.get(i.opcode, -1)
+        if len(symbols) > 1 or (symbols and addend == -1):
+            return None
+        if symbols and addend is not None and args[addend][0] is None:  # type: ignore[index]
+            return None  # only a sum (or a difference's first term) carries a buffer's address
+        bits = 64 if "wide" in i.modifiers else _BITS[words[-1][1:]]
+        if "wide" in i.modifiers or "hi" in i.modifiers:
+            return None
+        result = _arith(i.opcode, words[-1][0] == "s", bits, numbers)
+        memo[(at, tid)] = None if result is None else (symbol, result)
+        return memo[(at, tid)]
+
+    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
+        """Whether two stores write disjoint bytes in every thread of the block, each address computed for each
+        %tid.x from its definitions (a function of %tid.x, constants and a buffer's address only)."""
+        if not self.threads or self.reads_other_tid:
+            return False
+        memo: dict = {}
+        for tid in range(self.threads):
+            ranges = []
+            for at, size in zip(stores, sizes, strict=True):
+                address = self.ops[at].instruction.operands[0]
+                assert isinstance(address, ast.Address)
+                base = self.value(at, address.base, tid, memo)
+                if base is None:
+                    return False
+                extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+                ranges.append((base[0], base[1] + extra, size))
+            (sa, a, na), (sb, b, nb) = ranges
+            if sa != sb or (a < b + nb and b < a + na):
+                return False
+        return True
+
     def stable(self, place: _Place, stores: tuple[int, int]) -> bool:
         """Whether the base register holds one value at both stores: its definitions reaching them are the same
         and each lies before both, outside inner loops, or outside the staging part (run once per trip at most,
@@ -262,6 +377,8 @@ def async_copies(
             if seen.buffer != place.buffer:
                 continue  # PTX fixes no layout between variables: an access from one never reaches another
             same = seen.base == place.base and seen.defs == place.defs
+            if converter.enumerated((other.store, at), (other.size, copy.size)):
+                continue  # disjoint in every thread, address by address
             if not (same and (place.base is None or converter.stable(place, (other.store, at)))):
                 return line, (
                     f"cannot prove the staging stores at lines {cfg.linear.ops[other.store].line} and {line} write "
