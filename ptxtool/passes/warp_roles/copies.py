@@ -196,6 +196,16 @@ class _Converter:
             return f"{store.mnemonic} at line {line} is not a weak scalar store of 4, 8 or 16 bytes"
         if self.in_inner_loop(store_at):
             return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
+        if not self.cfg.dominates(self.cfg.block_of[store_at], self.cfg.block_of[self.found.filled]):
+            return (
+                f"{store.mnemonic} at line {line} is skipped on some paths of a trip: a byte it skips would hold "
+                "the value of S trips before, not of the trip before"
+            )
+        if not self.invariant(store_at):
+            return (
+                f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
+                "trip skips would hold the value of S trips before"
+            )
         key = self.key(op, data.text)
         defs = self.du.defs_of.get((store_at, key), ()) if key else ()
         if not defs or ENTRY in defs or any(d not in self.found.staging for d in defs):
@@ -341,6 +351,19 @@ class _Converter:
             if sa != sb or (a < b + nb and b < a + na):
                 return False
         return True
+
+    def invariant(self, at: int) -> bool:
+        """Whether the store at `at` writes the same address on every trip: computed from %tid.x, constants and
+        buffers' addresses alone, or from registers defined before the loop only."""
+        address = self.ops[at].instruction.operands[0]
+        assert isinstance(address, ast.Address)
+        if self.value(at, address.base, 0, {}) is not None:
+            return True
+        base = address.base.text if isinstance(address.base, ast.Name) else ""
+        key = self.key(self.ops[at], base)
+        loop = range(self.found.staging.start, self.found.tail.stop)
+        defs = self.du.defs_of.get((at, key), ()) if key else ()
+        return base in self.buffer_names or (bool(defs) and all(d == ENTRY or d not in loop for d in defs))
 
     def stable(self, place: _Place, stores: tuple[int, int]) -> bool:
         """Whether the base register holds one value at both stores: its definitions reaching them are the same
