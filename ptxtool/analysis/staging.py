@@ -354,7 +354,7 @@ def find_staged_loop(
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     target_limit = shared_limit(arch) if arch else None
     limit = min(target_limit or STATIC_SHARED_PER_BLOCK, STATIC_SHARED_PER_BLOCK)  # the ring is static shared
-    ring = stages * result.shared_bytes + 16 * stages
+    ring = stages * result.shared_bytes + (16 * stages if roles else 0)  # the split adds its mbarriers
     if ring > limit:
         return refuse(
             function.line,
