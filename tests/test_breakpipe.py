@@ -1,0 +1,147 @@
+"""Adversarial kernels for the warp-role pass's pipeline variant (issue 16): each is valid PTX that ptxas takes, and
+each breaks a rule the pipeline relies on. A test asserts what a correct pass must do (refuse, or write PTX that
+ptxas accepts), so it fails while the break stands and passes once it is fixed; where the break changes the bytes a
+launch writes, a GPU test (marked gpu, skipped without a driver) runs the input and the pipelined output on random
+inputs and compares the bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_pass_warp_roles import STAGED
+
+from ptxtool.errors import InputError
+from ptxtool.passes.report import PassReport
+from ptxtool.passes.warp_roles import RoleSettings, warp_roles
+from ptxtool.syntax import format_module, parse
+from ptxtool.toolchain.compile import compile_ptx
+
+LOAD = "\tld.global.nc.f32 \t%f2, [%rd5];\n"
+STORE = "\tst.shared.f32 \t[%r8], %f2;\n"
+
+
+def _pipeline(text: str, stages: int = 2) -> tuple[str | None, PassReport]:
+    out, report = warp_roles(parse(text), RoleSettings(variant="pipeline", stages=stages))
+    return (format_module(out) if report.rewrites else None), report
+
+
+def _planted(*edits: tuple[str, str]) -> str:
+    text = STAGED
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def _refused(text: str, stages: int = 2) -> None:
+    """The input is valid PTX; a correct pass leaves it as it was."""
+    compile_ptx(text, "input.ptx", "sm_90")
+    out, report = _pipeline(text, stages)
+    assert out is None, "pipelined a kernel whose pipeline is wrong"
+    assert report.skipped and report.skipped[0].reason
+
+
+def _refused_or_assembles(text: str, stages: int = 2) -> None:
+    """The input is valid PTX; a correct pass refuses it or writes PTX that ptxas takes."""
+    compile_ptx(text, "input.ptx", "sm_90")
+    out, _ = _pipeline(text, stages)
+    if out is not None:
+        try:
+            compile_ptx(out, "pipelined.ptx", "sm_90")
+        except InputError as problem:
+            pytest.fail(f"ptxas rejects the pipelined kernel: {problem}")
+
+
+# --- .maxntid bounds the block's thread count, not %tid.x ------------------------------------------------------
+# The disjointness proof (copies.py, _Converter.enumerated) evaluates each store's address for %tid.x in
+# 0 .. dims[0]-1 of `.maxntid X, Y, Z`. The PTX ISA bounds only the product X*Y*Z (".maxntid ... the maximum number
+# of threads is the product of the maximum extent in each dimension"; it does not bound any one dimension), so a
+# kernel declaring `.maxntid 16, 8, 1` that never reads %tid.y is launched (128, 1, 1) and %tid.x reaches 127. Here
+# thread t >= 16 stores a[i] and then a[i + 1] to the same word tile[t] in one trip (the input's program order keeps
+# a[i + 1]); for t < 16 the second store goes to tile[128 + t]. The proof sees only t < 16 and calls the stores
+# disjoint; the output issues two cp.asyncs to one word, which land in either order (cp.asyncs are not ordered with
+# each other: PTX ISA, cp.async), so out[] may hold 0.5 * a[i] sums instead of 0.5 * a[i + 1] ones.
+MAXNTID_BY_PRODUCT = _planted(
+    (".reqntid 128, 1, 1", ".maxntid 16, 8, 1"),
+    ("%r<16>", "%r<24>"),
+    ("tile[512]", "tile[1024]"),
+    (
+        "\tadd.s32 \t%r8, %r6, %r7;\n",
+        "\tadd.s32 \t%r8, %r6, %r7;\n\tshr.u32 \t%r15, %r2, 4;\n\tmin.u32 \t%r15, %r15, 1;\n"
+        "\txor.b32 \t%r15, %r15, 1;\n\tmad.lo.s32 \t%r16, %r15, 512, %r8;\n",
+    ),
+    (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd5+4];\n\tst.shared.f32 \t[%r16], %f4;\n"),
+)
+
+
+def test_maxntid_bounds_the_product_not_tid_x() -> None:
+    _refused(MAXNTID_BY_PRODUCT)
+
+
+# --- ptxas rejects what the pass writes ------------------------------------------------------------------------
+# The ahead copy's entry copies are `mov.<register type>` (pipeline.py, `entry`): for a `.reg .f16` register that
+# the tail (or staging) reads from before the loop that is `mov.f16`, which is not a mov type (ptxas: "Unexpected
+# instruction types specified for 'mov'"). A loop-carried half (a decay factor halved after the second barrier,
+# LLVM's `.reg .f16 %h<N>`) is enough. optimize catches it with its ptxas check and exits 1 ("a bug in ptxtool").
+F16_IN_THE_TAIL = _planted(
+    ("\t.reg .f32 \t%f<6>;\n", "\t.reg .f32 \t%f<6>;\n\t.reg .f16 \t%h<4>;\n"),
+    ("\tmov.u32 \t%r12, 0;\n", "\tmov.u32 \t%r12, 0;\n\tmov.b16 \t%h1, 0x3C00;\n"),
+    ("\tadd.s32 \t%r12, %r12, 1;\n", "\tmul.rn.f16 \t%h1, %h1, %h1;\n\tadd.s32 \t%r12, %r12, 1;\n"),
+)
+
+
+def test_f16_register_read_by_the_ahead_copy() -> None:
+    _refused_or_assembles(F16_IN_THE_TAIL)
+
+
+# The ahead copy renames staging labels `$__wr_q{j}_` + the name with every leading `$` stripped (pipeline.py,
+# `label`): `$st` and `st` are two PTX labels, both become `$__wr_q0_st` ("Duplicate definition of label").
+LABELS_DIFFERING_BY_DOLLAR = _planted(
+    (
+        LOAD,
+        "\tmov.f32 \t%f2, 0f00000000;\n\tsetp.ge.u32 \t%p3, %r5, 1000;\n\t@%p3 bra \t$st;\n" + LOAD + "$st:\n"
+        "\tbra.uni \tst;\nst:\n",
+    ),
+)
+
+
+def test_labels_differing_by_a_dollar() -> None:
+    _refused_or_assembles(LABELS_DIFFERING_BY_DOLLAR)
+
+
+# --- on the GPU -------------------------------------------------------------------------------------------------
+
+
+def _launch_bytes(text: str, kernel: str, grid: int, block: int, n: int, a: np.ndarray, out_words: int) -> bytes:
+    """Bytes of `out` after one launch of `kernel(a, out, n)` (the planted kernel's parameters)."""
+    from ptxtool.toolchain.gpu import Gpu
+
+    cubin = compile_ptx(text, f"{kernel}.ptx", "sm_90").cubin
+    with Gpu() as gpu:
+        function = gpu.function(gpu.load(cubin, kernel, ptx=False), kernel)
+        source, out = gpu.alloc(a.nbytes), gpu.alloc(4 * out_words)
+        gpu.upload(source, a)
+        gpu.fill_bytes(out, 0xFF, 4 * out_words)
+        args = [np.uint64(source).tobytes(), np.uint64(out).tobytes(), np.uint32(n).tobytes()]
+        gpu.launch(function, (grid, 1, 1), (block, 1, 1), args)
+        return gpu.download(out, 4 * out_words, timeout=10.0).tobytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("ptxas")
+def test_maxntid_break_on_the_gpu() -> None:
+    """The input and its pipeline (S = 2, 4), launched (128, 1, 1) as `.maxntid 16, 8, 1` allows, 20 times each on
+    random a[]: every output must be the input's bytes."""
+    from ptxtool.toolchain.gpu import probe
+
+    if (reason := probe()) is not None:
+        pytest.skip(f"no GPU: {reason}")
+    grid, n = 132, 64
+    a = np.random.default_rng(0).standard_normal((grid * n + 1) * 128).astype(np.float32)
+    expected = _launch_bytes(MAXNTID_BY_PRODUCT, "staged", grid, 128, n, a, grid * 128)
+    for stages in (2, 4):
+        out, report = _pipeline(MAXNTID_BY_PRODUCT, stages)
+        if out is None:
+            continue  # refused: nothing to compare
+        for _ in range(20):
+            assert _launch_bytes(out, "staged", grid, 128, n, a, grid * 128) == expected, stages
