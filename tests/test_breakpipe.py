@@ -78,6 +78,37 @@ def test_maxntid_bounds_the_product_not_tid_x() -> None:
     _refused(MAXNTID_BY_PRODUCT)
 
 
+# --- local memory the compute part writes, read by the staging part S - 1 trips early ---------------------------
+# _producer_inputs checks the staging part's reads against the kernel's global writes only; a staging read of
+# `.local` memory is never a hazard there, and loaded_source checks only staging *addresses*. Here each thread keeps
+# a `live` flag in local memory: the compute part clears it once its sum passes 100, and the staging part reads it
+# as the zero-fill predicate (`live ? a[i] : 0`). The input's trip k + 1 reads the flag compute k wrote; the
+# pipeline's ahead copy reads it S - 1 trips earlier, before compute k (and the S - 2 before it) wrote it. With
+# a[] all 1.0 and n = 210 trips the input adds 0.5 for 201 trips (out = 100.5 everywhere); the pipeline at S adds
+# it for 200 + S trips (S = 2: 101.0, S = 4: 102.0).
+LOCAL_FLAG = _planted(
+    ("\t.shared .align 4 .b8 tile[512];\n", "\t.shared .align 4 .b8 tile[512];\n\t.local .align 4 .b8 \tlive[4];\n"),
+    (
+        "\tmov.u32 \t%r12, 0;\n",
+        "\tmov.u32 \t%r12, 0;\n\tmov.u64 \t%rd9, live;\n\tmov.u32 \t%r13, 1;\n\tst.local.u32 \t[%rd9], %r13;\n",
+    ),
+    (
+        LOAD,
+        "\tld.local.u32 \t%r15, [%rd9];\n\tsetp.ne.s32 \t%p3, %r15, 0;\n\tmov.f32 \t%f2, 0f00000000;\n"
+        "\t@%p3 ld.global.nc.f32 \t%f2, [%rd5];\n",
+    ),
+    (
+        "\tfma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;\n",
+        "\tfma.rn.f32 \t%f1, %f3, 0f3F000000, %f1;\n\tsetp.gt.f32 \t%p3, %f1, 0f42C80000;\n"
+        "\tselp.u32 \t%r14, 0, 1, %p3;\n\tst.local.u32 \t[%rd9], %r14;\n",
+    ),
+)
+
+
+def test_staging_reads_local_memory_the_compute_part_writes() -> None:
+    _refused(LOCAL_FLAG)
+
+
 # --- ptxas rejects what the pass writes ------------------------------------------------------------------------
 # The ahead copy's entry copies are `mov.<register type>` (pipeline.py, `entry`): for a `.reg .f16` register that
 # the tail (or staging) reads from before the loop that is `mov.f16`, which is not a mov type (ptxas: "Unexpected
@@ -145,3 +176,22 @@ def test_maxntid_break_on_the_gpu() -> None:
             continue  # refused: nothing to compare
         for _ in range(20):
             assert _launch_bytes(out, "staged", grid, 128, n, a, grid * 128) == expected, stages
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("ptxas")
+def test_local_flag_break_on_the_gpu() -> None:
+    """a[] all 1.0, n = 210: the input writes 100.5 to every out[]; each pipeline must write the same bytes."""
+    from ptxtool.toolchain.gpu import probe
+
+    if (reason := probe()) is not None:
+        pytest.skip(f"no GPU: {reason}")
+    grid, n = 4, 210
+    a = np.ones(grid * n * 128, dtype=np.float32)
+    expected = _launch_bytes(LOCAL_FLAG, "staged", grid, 128, n, a, grid * 128)
+    assert np.frombuffer(expected, np.float32).tolist() == [100.5] * (grid * 128)
+    for stages in (2, 4):
+        out, _ = _pipeline(LOCAL_FLAG, stages)
+        if out is not None:
+            got = np.frombuffer(_launch_bytes(out, "staged", grid, 128, n, a, grid * 128), np.float32)
+            assert got.tobytes() == expected, (stages, sorted(set(got.tolist())))  # the model: 100.0 + 0.5 * S
