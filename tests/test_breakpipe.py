@@ -109,20 +109,33 @@ def test_staging_reads_local_memory_the_compute_part_writes() -> None:
     _refused(LOCAL_FLAG)
 
 
+def test_split_staging_reads_local_memory_the_compute_part_writes() -> None:
+    """The same rule breaks the split (not the pipeline's code, the same _producer_inputs): the producers replay
+    the staging part in their own threads, whose `live` flag only the replayed code before the loop wrote (1), so
+    they stage a[] on every trip (out = 105.0) where the consumers' input stopped after 201 (100.5)."""
+    compile_ptx(LOCAL_FLAG, "input.ptx", "sm_90")
+    _, report = warp_roles(parse(LOCAL_FLAG), RoleSettings())
+    assert not report.rewrites, "split a kernel whose producers read a flag only the consumers write"
+
+
 # --- ptxas rejects what the pass writes ------------------------------------------------------------------------
-# The ahead copy's entry copies are `mov.<register type>` (pipeline.py, `entry`): for a `.reg .f16` register that
-# the tail (or staging) reads from before the loop that is `mov.f16`, which is not a mov type (ptxas: "Unexpected
-# instruction types specified for 'mov'"). A loop-carried half (a decay factor halved after the second barrier,
-# LLVM's `.reg .f16 %h<N>`) is enough. optimize catches it with its ptxas check and exits 1 ("a bug in ptxtool").
-F16_IN_THE_TAIL = _planted(
-    ("\t.reg .f32 \t%f<6>;\n", "\t.reg .f32 \t%f<6>;\n\t.reg .f16 \t%h<4>;\n"),
-    ("\tmov.u32 \t%r12, 0;\n", "\tmov.u32 \t%r12, 0;\n\tmov.b16 \t%h1, 0x3C00;\n"),
-    ("\tadd.s32 \t%r12, %r12, 1;\n", "\tmul.rn.f16 \t%h1, %h1, %h1;\n\tadd.s32 \t%r12, %r12, 1;\n"),
-)
+# The ahead copy's entry copies are `mov.<register type>` (pipeline.py, `entry`): for a `.reg .f16` or `.f16x2`
+# register that the tail (or staging) reads from before the loop that is `mov.f16` / `mov.f16x2`, which are not mov
+# types (ptxas: "Unexpected instruction types specified for 'mov'"). A loop-carried half (a decay factor squared
+# after the second barrier, LLVM's `.reg .f16 %h<N>` / `.reg .f16x2 %hh<N>`) is enough. optimize catches it with its
+# ptxas check and exits 1 ("a bug in ptxtool").
+def _half_in_the_tail(kind: str) -> str:
+    init = "mov.b16 \t%h1, 0x3C00;" if kind == "f16" else "mov.b32 \t%h1, 0x3C003C00;"
+    return _planted(
+        ("\t.reg .f32 \t%f<6>;\n", f"\t.reg .f32 \t%f<6>;\n\t.reg .{kind} \t%h<4>;\n"),
+        ("\tmov.u32 \t%r12, 0;\n", f"\tmov.u32 \t%r12, 0;\n\t{init}\n"),
+        ("\tadd.s32 \t%r12, %r12, 1;\n", f"\tmul.rn.{kind} \t%h1, %h1, %h1;\n\tadd.s32 \t%r12, %r12, 1;\n"),
+    )
 
 
-def test_f16_register_read_by_the_ahead_copy() -> None:
-    _refused_or_assembles(F16_IN_THE_TAIL)
+@pytest.mark.parametrize("kind", ["f16", "f16x2"])
+def test_half_register_read_by_the_ahead_copy(kind: str) -> None:
+    _refused_or_assembles(_half_in_the_tail(kind))
 
 
 # The ahead copy renames staging labels `$__wr_q{j}_` + the name with every leading `$` stripped (pipeline.py,
