@@ -224,6 +224,40 @@ def test_disjoint_pair_is_pipelined() -> None:
     _sass_proof(out)
 
 
+VECTOR = (
+    (".reg .f32 \t%f<6>;", ".reg .f32 \t%f<10>;"),
+    (".align 4 .b8 tile[512]", ".align 16 .b8 tile[2048]"),
+    ("shl.b32 \t%r7, %r2, 2;", "shl.b32 \t%r7, %r2, 4;"),
+    (
+        LOAD + STORE,
+        "\tld.global.nc.v4.f32 \t{%f6, %f7, %f8, %f9}, [%rd5];\n\tst.shared.v4.f32 \t[%r8], {%f6, %f7, %f8, %f9};\n",
+    ),
+)
+
+
+def test_a_vector_copy_is_one_16_byte_cp_async() -> None:
+    """`ld.global.nc.v4.f32` + `st.shared.v4.f32` of the same registers: one 16-byte `cp.async.cg` (L2 only)."""
+    out, report = _pipeline(_planted(*VECTOR), 3)
+    assert out is not None, report.skipped
+    assert out.count("cp.async.cg.shared.global [%wr_a0], [%wr_src0], 16;") == 3 and ".v4" not in out
+    _sass_proof(out)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("{%f6, %f7, %f8, %f9};", "{%f6, %f7, %f9, %f8};"), "stores other than one vector load's registers"),
+        (("\tld.global.nc.v4", "\tsetp.lt.u32 \t%p3, %r5, 9;\n\t@%p3 ld.global.nc.v4"), "is guarded"),
+        ((".align 16 .b8 tile", ".align 8 .b8 tile"), "not proven aligned"),
+    ],
+)
+def test_vector_copy_refusals(edit: tuple[str, str], reason: str) -> None:
+    """Elements swapped, a guarded vector load (its registers keep older values on the other path), a buffer
+    aligned to less than the copy: refused."""
+    out, report = _pipeline(_planted(*VECTOR, edit))
+    assert out is None and reason in report.skipped[0].reason, report.skipped
+
+
 def test_pipeline_needs_cp_async_targets() -> None:
     for target in ("sm_75", "sm_70"):
         text = STAGED.replace(".target sm_90", f".target {target}")
