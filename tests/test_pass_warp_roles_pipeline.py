@@ -258,6 +258,26 @@ def test_vector_copy_refusals(edit: tuple[str, str], reason: str) -> None:
     assert out is None and reason in report.skipped[0].reason, report.skipped
 
 
+@pytest.mark.parametrize(("offset", "pipelined"), [(512, True), (2, False)])
+def test_disjointness_by_each_threads_addresses(offset: int, pipelined: bool) -> None:
+    """A second copy through another register, %r13 = %r8 + offset (%r8 = tile + 4 %tid.x): the addresses are
+    evaluated for every %tid.x (up to 1,024 without a declared block): 512 bytes apart, disjoint in every thread;
+    2 bytes apart, they overlap and the pair is refused."""
+    text = _planted(
+        (".reqntid 128, 1, 1\n", ""),
+        ("tile[512]", "tile[1024]"),
+        ("\tmov.u32 \t%r12, 0;\n", f"\tmov.u32 \t%r12, 0;\n\tadd.s32 \t%r13, %r8, {offset};\n"),
+        (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd5+4];\n\tst.shared.f32 \t[%r13], %f4;\n"),
+    )
+    out, report = _pipeline(text)
+    if not pipelined:
+        assert out is None and "cannot prove the staging stores" in report.skipped[0].reason, report.skipped
+        return
+    assert out is not None, report.skipped
+    assert out.count("cp.async.ca.shared.global") == 2 * 2
+    _sass_proof(out)
+
+
 def test_pipeline_needs_cp_async_targets() -> None:
     for target in ("sm_75", "sm_70"):
         text = STAGED.replace(".target sm_90", f".target {target}")

@@ -18,6 +18,7 @@ from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
 from ptxtool.isa.caching import access_bytes
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.syntax import ast
 
 CP_ASYNC_BYTES = (4, 8, 16)  # cp.async.ca copies 4, 8 or 16 bytes, .cg only 16 (PTX ISA, cp.async)
@@ -131,9 +132,8 @@ class _Converter:
         self.ops = cfg.linear.ops
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
         self.buffer_names = {b.name for b in found.buffers}
-        self.threads = found.threads  # %tid.x ranges over 0 .. threads-1 (0: not declared)
-        specials = {n.text for op in self.ops for x in op.instruction.operands for n in isa.operand_names(x)}
-        self.reads_other_tid = bool(specials & {"%tid.y", "%tid.z", "%tid"})
+        self.threads = found.threads or MAX_BLOCK_THREADS  # %tid.x < the declared block's x, or 1,024 at most
+        self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -359,33 +359,37 @@ class _Converter:
         memo[(at, tid)] = None if result is None else (symbol, result)
         return memo[(at, tid)]
 
-    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
-        """Whether two stores write disjoint bytes in every thread of the block, each address computed for each
-        %tid.x from its definitions (a function of %tid.x, constants and a buffer's address only)."""
-        if not self.threads or self.reads_other_tid:
-            return False
-        memo: dict = {}
-        for tid in range(self.threads):
-            ranges = []
-            for at, size in zip(stores, sizes, strict=True):
-                address = self.ops[at].instruction.operands[0]
-                assert isinstance(address, ast.Address)
+    def addresses(self, at: int) -> tuple[_Value, ...] | None:
+        """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
+        and a buffer's address alone, evaluated through its definitions (None where it is not one)."""
+        if at not in self.evaluated:
+            address = self.ops[at].instruction.operands[0]
+            assert isinstance(address, ast.Address)
+            extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+            memo: dict = {}
+            out: list[_Value] = []
+            for tid in range(self.threads):
                 base = self.value(at, address.base, tid, memo)
                 if base is None:
-                    return False
-                extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
-                ranges.append((base[0], base[1] + extra, size))
-            (sa, a, na), (sb, b, nb) = ranges
-            if sa != sb or (a < b + nb and b < a + na):
-                return False
-        return True
+                    break
+                out.append((base[0], base[1] + extra))
+            self.evaluated[at] = tuple(out) if len(out) == self.threads else None
+        return self.evaluated[at]
+
+    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
+        """Whether two stores write disjoint bytes in every thread of the block, address by address."""
+        first, second = (self.addresses(at) for at in stores)
+        if first is None or second is None:
+            return False
+        (na, nb) = sizes
+        return all(sa == sb and not (a < b + nb and b < a + na) for (sa, a), (sb, b) in zip(first, second, strict=True))
 
     def invariant(self, at: int) -> bool:
         """Whether the store at `at` writes the same address on every trip: computed from %tid.x, constants and
         buffers' addresses alone, or from registers defined before the loop only."""
         address = self.ops[at].instruction.operands[0]
         assert isinstance(address, ast.Address)
-        if self.value(at, address.base, 0, {}) is not None:
+        if self.addresses(at) is not None:
             return True
         base = address.base.text if isinstance(address.base, ast.Name) else ""
         key = self.key(self.ops[at], base)
