@@ -345,7 +345,7 @@ def test_optimize_cli_runs_the_pipeline(tmp_path: Path) -> None:
     source.write_text(STAGED)
     args = ["optimize", "--passes", "warp-roles", "--variant", "pipeline", "--stages", "3", str(source), "-o", str(out)]
     run = CliRunner().invoke(main, args)
-    assert run.exit_code == 0, run.output
+    assert run.exit_code == 0 and "SASS of 1 warp-role kernel(s) shows the ring" in run.output, run.output
     text = out.read_text()
     assert ".reqntid 128, 1, 1" in text and "__wr_ring[1536]" in text and "cp.async.wait_group 2;" in text
 
