@@ -208,3 +208,186 @@ def test_local_flag_break_on_the_gpu() -> None:
         if out is not None:
             got = np.frombuffer(_launch_bytes(out, "staged", grid, 128, n, a, grid * 128), np.float32)
             assert got.tobytes() == expected, (stages, sorted(set(got.tolist())))  # the model: 100.0 + 0.5 * S
+
+
+# --- fuzzing: random staging shapes, with the launch's own overlap as the oracle ---------------------------------
+# A fixed-seed generator of staged kernels (1-3 staging stores of 4, 8 or 16 bytes, scalar or vector, each at
+# tile + c * f(%tid.x) + off for f among affine, xor, min, and, shift, negation and a "late" index that equals %tid.x
+# only for %tid.x >= 2^m; plain, branch, predicated and selp zero-fill forms; .reqntid / .maxntid / no block
+# declaration; S = 2, 3, 4). Each kernel ptxas takes is pipelined within a time bound, without a traceback, into PTX
+# ptxas takes; and where, over the threads of the launch the declaration allows, one thread writes a byte twice in a
+# trip and no other thread writes it (the input is deterministic: program order decides), the pass must refuse.
+
+_FUZZ_KERNEL = """.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry fz(
+	.param .u64 fz_a,
+	.param .u64 fz_out,
+	.param .u32 fz_n
+)
+{block}
+{{
+	.reg .pred 	%p<16>;
+	.reg .b32 	%r<64>;
+	.reg .f32 	%f<64>;
+	.reg .b64 	%rd<64>;
+	.shared .align 16 .b8 tile[{tile}];
+
+	ld.param.u64 	%rd1, [fz_a];
+	ld.param.u64 	%rd2, [fz_out];
+	ld.param.u32 	%r1, [fz_n];
+	cvta.to.global.u64 	%rd3, %rd1;
+	mov.u32 	%r2, %tid.x;
+	mov.u32 	%r3, %ctaid.x;
+	mul.lo.s32 	%r4, %r3, %r1;
+	shl.b32 	%r4, %r4, 7;
+	add.s32 	%r5, %r4, %r2;
+	mul.wide.u32 	%rd4, %r5, 64;
+	add.s64 	%rd5, %rd3, %rd4;
+	mov.u32 	%r6, tile;
+	xor.b32 	%r9, %r2, 1;
+	shl.b32 	%r10, %r9, 2;
+	add.s32 	%r11, %r6, %r10;
+	mov.f32 	%f1, 0f00000000;
+	mov.u32 	%r12, 0;
+{pre}{guard}$L__loop:
+{staging}	bar.sync 	0;
+	ld.shared.f32 	%f3, [%r11];
+	fma.rn.f32 	%f1, %f3, 0f3F000000, %f1;
+	bar.sync 	0;
+	add.s64 	%rd5, %rd5, 8192;
+	add.s32 	%r12, %r12, 1;
+	setp.lt.u32 	%p2, %r12, %r1;
+	@%p2 bra 	$L__loop;
+$L__done:
+	cvta.to.global.u64 	%rd6, %rd2;
+	mad.lo.s32 	%r14, %r3, 128, %r2;
+	mul.wide.u32 	%rd7, %r14, 4;
+	add.s64 	%rd8, %rd6, %rd7;
+	st.global.f32 	[%rd8], %f1;
+	ret;
+}}
+"""
+
+# (declaration, threads of the launch): .maxntid bounds the product, so `32, 4, 1` launches (128, 1, 1)
+_FUZZ_BLOCKS = ((".reqntid 128, 1, 1", 128), (".maxntid 128, 1, 1", 128), (".maxntid 32, 4, 1", 128), ("", 128))
+_FUZZ_SHAPES = ("lin", "xor", "min", "and", "shr", "neg", "late")
+
+
+def _fuzz_index(shape: str, t: int, m: int) -> int:
+    values = {"lin": t, "xor": t ^ m, "min": min(t, m), "and": t & m, "shr": t >> m, "neg": (m - t) & 0xFFFFFFFF}
+    return values[shape] if shape in values else t + 128 * (1 - min(t >> m, 1))
+
+
+def _fuzz_shape_code(shape: str, r: str, m: int) -> str:
+    if shape == "late":
+        return (
+            f"\tshr.u32 \t{r}, %r2, {m};\n\tmin.u32 \t{r}, {r}, 1;\n\txor.b32 \t{r}, {r}, 1;\n"
+            f"\tmad.lo.s32 \t{r}, {r}, 128, %r2;\n"
+        )
+    code = {"lin": "mov.u32 \t{r}, %r2", "xor": "xor.b32 \t{r}, %r2, {m}", "min": "min.u32 \t{r}, %r2, {m}"}
+    code |= {"and": "and.b32 \t{r}, %r2, {m}", "shr": "shr.u32 \t{r}, %r2, {m}", "neg": "sub.s32 \t{r}, {m}, %r2"}
+    return "\t" + code[shape].format(r=r, m=m) + ";\n"
+
+
+def _fuzz_staging(rng, j: int, size: int, address: str) -> str:
+    """Staging store j of `size` bytes at `address`: its load (from a[] at 16 j bytes) and a zero-fill form."""
+    load = f"[%rd5+{16 * j}]"
+    if size == 16 or (size == 8 and rng.random() < 0.5):
+        names = ", ".join(f"%f{30 + 4 * j + k}" for k in range(size // 4))
+        vector = f"v{size // 4}.f32 \t"
+        return f"\tld.global.nc.{vector}{{{names}}}, {load};\n\tst.shared.{vector}[{address}], {{{names}}};\n"
+    v, w, p = (
+        (f"%f{10 + j}", f"%f{20 + j}", f"%p{4 + j}") if size == 4 else (f"%rd{20 + j}", f"%rd{30 + j}", f"%p{4 + j}")
+    )
+    kind = "f32" if size == 4 else "u64"
+    zero = "mov.f32 \t{}, 0f00000000;" if size == 4 else "mov.b64 \t{}, 0;"
+    st = f"\tst.shared.{kind} \t[{address}], {v};\n"
+    form = rng.choice(("plain", "plain", "branch", "pred", "selp") if size == 4 else ("plain", "pred"))
+    bound = rng.choice((1000, 5000, 100000))
+    ld = f"ld.global.nc.{kind} \t{{}}, {load};"
+    if form == "plain":
+        return f"\t{ld.format(v)}\n{st}"
+    if form == "branch":
+        return (
+            f"\t{zero.format(v)}\n\tsetp.ge.u32 \t{p}, %r5, {bound};\n\t@{p} bra \t$L__s{j};\n\t{ld.format(v)}\n"
+            f"$L__s{j}:\n{st}"
+        )
+    if form == "pred":
+        return f"\t{zero.format(v)}\n\tsetp.lt.u32 \t{p}, %r5, {bound};\n\t@{p} {ld.format(v)}\n{st}"
+    return f"\tsetp.lt.u32 \t{p}, %r5, {bound};\n\t{ld.format(w)}\n\tselp.f32 \t{v}, {w}, 0f00000000, {p};\n{st}"
+
+
+def _fuzz_kernel(rng) -> tuple[str, list[tuple[str, int, int, int, int]], int] | None:
+    """A random staged kernel, its stores (shape, m, c, offset, size) and the threads of its launch."""
+    block, launched = rng.choice(_FUZZ_BLOCKS)
+    pair = rng.random() < 0.3  # the second store a "late" copy of the first: per-thread overlap from 2^m on
+    pre, staging, stores = [], [], []
+    for j in range(rng.randint(1, 3)):
+        size = stores[0][4] if pair and stores else rng.choice((4, 8, 16))
+        c = stores[0][2] if pair and stores else size * rng.choice((1, 1, 2, 4))
+        shape = ("lin" if j == 0 else "late") if pair else rng.choice(_FUZZ_SHAPES)
+        m = {"xor": (1, 16, 64), "min": (15, 31, 64), "and": (15, 31), "shr": (1, 2, 4), "neg": (127,)}.get(shape)
+        m = rng.choice(m or ((4, 5, 6) if shape == "late" else (0,)))
+        off = size * rng.randint(0, 1024 // size) if rng.random() < 0.5 or not stores else stores[0][3]
+        index, address = f"%r{20 + 2 * j}", f"%r{21 + 2 * j}"
+        pre.append(_fuzz_shape_code(shape, index, m) + f"\tmad.lo.s32 \t{address}, {index}, {c}, %r6;\n")
+        staging.append(_fuzz_staging(rng, j, size, address + (f"+{off}" if off else "")))
+        stores.append((shape, m, c, off, size))
+    guard = rng.choice(("\tsetp.eq.s32 \t%p1, %r1, 0;\n\t@%p1 bra \t$L__done;\n", ""))
+    top = max(c * max(_fuzz_index(s, t, m) for t in range(launched)) + off + size for s, m, c, off, size in stores)
+    if top > 40000:
+        return None
+    tile = max(-(-top // 16) * 16, 512)
+    text = _FUZZ_KERNEL.format(block=block, tile=tile, pre="".join(pre), guard=guard, staging="".join(staging))
+    return text, stores, launched
+
+
+def _same_thread_overlap_only(stores: list[tuple[str, int, int, int, int]], threads: int) -> bool:
+    """Whether some thread writes a byte twice in one trip while no other thread writes it (program order decides)."""
+    owner: dict[int, int] = {}
+    twice = False
+    for t in range(threads):
+        mine = [
+            range(c * _fuzz_index(s, t, m) + off, c * _fuzz_index(s, t, m) + off + size)
+            for s, m, c, off, size in stores
+        ]
+        seen: set[int] = set()
+        for span in mine:
+            twice |= bool(seen & set(span))
+            seen |= set(span)
+        for byte in seen:
+            if owner.setdefault(byte, t) != t:
+                return False
+    return twice
+
+
+def test_fuzzed_staging_shapes() -> None:
+    import random
+    import time
+
+    rng = random.Random(6)
+    outcomes = {"pipelined": 0, "refused": 0}
+    deadline = time.monotonic() + 120
+    for _ in range(60):
+        made = _fuzz_kernel(rng)
+        stages = rng.choice((2, 3, 4))
+        if made is None:
+            continue
+        text, stores, threads = made
+        compile_ptx(text, "fuzz.ptx", "sm_90")
+        start = time.monotonic()
+        out, report = _pipeline(text, stages)
+        assert time.monotonic() - start < 5, text
+        if out is None:
+            outcomes["refused"] += 1
+            assert report.skipped and all(s.reason for s in report.skipped)
+            continue
+        outcomes["pipelined"] += 1
+        compile_ptx(out, "fuzz.pipelined.ptx", "sm_90")
+        assert not _same_thread_overlap_only(stores, threads), f"pipelined a byte one thread writes twice:\n{text}"
+        if time.monotonic() > deadline:
+            break
+    assert outcomes["pipelined"] and outcomes["refused"], outcomes
