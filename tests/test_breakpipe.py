@@ -6,6 +6,8 @@ inputs and compares the bytes."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from test_pass_warp_roles import STAGED
@@ -76,6 +78,25 @@ MAXNTID_BY_PRODUCT = _planted(
 
 def test_maxntid_bounds_the_product_not_tid_x() -> None:
     _refused(MAXNTID_BY_PRODUCT)
+
+
+# Register names need no `%` (PTX ISA, identifiers: `.reg .b32 r<16>;` is a register like `%r<16>`), but the ahead
+# copy's names are `%wr_s1_` + the name without its first character (producers.share_name): `r<16>`, `f<6>` and `p<4>`
+# all become `%wr_s1_<N>` ("Duplicate definition of variable '%wr_s1_<'"), and `rd5` becomes `%wr_s1_d5`. The
+# staging load's base is taken for a symbol too (pipeline._capture tests for a leading `%`): `[rd5+4]` becomes
+# `mov.u64 %wr_src0, %wr_s1_d5+4`, a register plus an offset where mov takes a symbol.
+NO_PERCENT = re.sub(
+    r"%(rd|r|f|p)(\d+|<\d+>)",
+    r"\1\2",
+    _planted(
+        (LOAD, "\tld.global.nc.f32 \t%f2, [%rd5+4];\n"),
+        ("\tadd.s64 \t%rd5, %rd3, %rd4;\n", "\tadd.s64 \t%rd5, %rd3, %rd4;\n\tadd.s64 \t%rd5, %rd5, -4;\n"),
+    ),
+)
+
+
+def test_register_names_without_percent() -> None:
+    _refused_or_assembles(NO_PERCENT)
 
 
 # --- local memory the compute part writes, read by the staging part S - 1 trips early ---------------------------
