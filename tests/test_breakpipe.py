@@ -59,20 +59,23 @@ def _refused_or_assembles(text: str, stages: int = 2) -> None:
 # 0 .. dims[0]-1 of `.maxntid X, Y, Z`. The PTX ISA bounds only the product X*Y*Z (".maxntid ... the maximum number
 # of threads is the product of the maximum extent in each dimension"; it does not bound any one dimension), so a
 # kernel declaring `.maxntid 16, 8, 1` that never reads %tid.y is launched (128, 1, 1) and %tid.x reaches 127. Here
-# thread t >= 16 stores a[i] and then a[i + 1] to the same word tile[t] in one trip (the input's program order keeps
-# a[i + 1]); for t < 16 the second store goes to tile[128 + t]. The proof sees only t < 16 and calls the stores
-# disjoint; the output issues two cp.asyncs to one word, which land in either order (cp.asyncs are not ordered with
-# each other: PTX ISA, cp.async), so out[] may hold 0.5 * a[i] sums instead of 0.5 * a[i + 1] ones.
+# thread t >= 16 stores a[i] (streamed: a DRAM miss each trip) and then a[t] (the same word every trip: a cache hit)
+# to the same word tile[t] in one trip; the input's program order keeps a[t]. For t < 16 the second store goes to
+# tile[128 + t]. The proof sees only t < 16 and calls the stores disjoint; the output issues two cp.asyncs to one
+# word, which land in either order (cp.asyncs are not ordered with each other: PTX ISA, cp.async), and the hit
+# lands first, so out[] may hold sums of 0.5 * a[i] where the input's hold 0.5 * a[t].
 MAXNTID_BY_PRODUCT = _planted(
     (".reqntid 128, 1, 1", ".maxntid 16, 8, 1"),
     ("%r<16>", "%r<24>"),
+    ("%rd<10>", "%rd<12>"),
     ("tile[512]", "tile[1024]"),
     (
         "\tadd.s32 \t%r8, %r6, %r7;\n",
         "\tadd.s32 \t%r8, %r6, %r7;\n\tshr.u32 \t%r15, %r2, 4;\n\tmin.u32 \t%r15, %r15, 1;\n"
-        "\txor.b32 \t%r15, %r15, 1;\n\tmad.lo.s32 \t%r16, %r15, 512, %r8;\n",
+        "\txor.b32 \t%r15, %r15, 1;\n\tmad.lo.s32 \t%r16, %r15, 512, %r8;\n"
+        "\tmul.wide.u32 \t%rd10, %r2, 4;\n\tadd.s64 \t%rd11, %rd3, %rd10;\n",
     ),
-    (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd5+4];\n\tst.shared.f32 \t[%r16], %f4;\n"),
+    (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd11];\n\tst.shared.f32 \t[%r16], %f4;\n"),
 )
 
 
