@@ -142,6 +142,31 @@ def test_split_staging_reads_local_memory_the_compute_part_writes() -> None:
     assert not report.rewrites, "split a kernel whose producers read a flag only the consumers write"
 
 
+# --- the address evaluator reads add.sat as a wrapping add ------------------------------------------------------
+# copies._arith computes `add` on two's complement words and ignores `.sat`, which clamps to the s32 range instead.
+# Here min(%tid.x, 15) is computed the way a saturating clamp does (t + 0x7FFFFFF0, saturated, minus 0x7FFFFFF0),
+# so %r22 = t - min(t, 15) is 0 for t < 16 and t - 15 for t >= 16, and the second store's address is
+# tile + 4t + 512 (t < 16) or tile + 4t (t >= 16): the first store's word. The evaluator sees %r22 = 0 for every
+# thread and the second store at tile + 512 + 4t, disjoint from the first; the block is `.reqntid 128, 1, 1`. As
+# above, threads 16..127 then issue two cp.asyncs to one word (the input keeps a[t], the second store's value).
+SATURATING_CLAMP = _planted(
+    ("%r<16>", "%r<24>"),
+    ("%rd<10>", "%rd<12>"),
+    ("tile[512]", "tile[1024]"),
+    (
+        "\tadd.s32 \t%r8, %r6, %r7;\n",
+        "\tadd.s32 \t%r8, %r6, %r7;\n\tadd.sat.s32 \t%r20, %r2, 2147483632;\n\tsub.s32 \t%r21, %r20, 2147483632;\n"
+        "\tsub.s32 \t%r22, %r2, %r21;\n\tmin.u32 \t%r23, %r22, 1;\n\txor.b32 \t%r15, %r23, 1;\n"
+        "\tmad.lo.s32 \t%r16, %r15, 512, %r8;\n\tmul.wide.u32 \t%rd10, %r2, 4;\n\tadd.s64 \t%rd11, %rd3, %rd10;\n",
+    ),
+    (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd11];\n\tst.shared.f32 \t[%r16], %f4;\n"),
+)
+
+
+def test_saturating_add_in_a_staging_address() -> None:
+    _refused(SATURATING_CLAMP)
+
+
 # --- ptxas rejects what the pass writes ------------------------------------------------------------------------
 # The ahead copy's entry copies are `mov.<register type>` (pipeline.py, `entry`): for a `.reg .f16` or `.f16x2`
 # register that the tail (or staging) reads from before the loop that is `mov.f16` / `mov.f16x2`, which are not mov
@@ -197,18 +222,20 @@ def _launch_bytes(text: str, kernel: str, grid: int, block: int, n: int, a: np.n
 
 @pytest.mark.gpu
 @pytest.mark.usefixtures("ptxas")
-def test_maxntid_break_on_the_gpu() -> None:
-    """The input and its pipeline (S = 2, 4), launched (128, 1, 1) as `.maxntid 16, 8, 1` allows, 20 times each on
-    random a[]: every output must be the input's bytes."""
+@pytest.mark.parametrize("case", ["maxntid", "saturating"])
+def test_one_word_twice_on_the_gpu(case: str) -> None:
+    """The input and its pipeline (S = 2, 4), launched (128, 1, 1) (as `.maxntid 16, 8, 1` allows), 20 times each
+    on random a[]: every output must be the input's bytes."""
     from ptxtool.toolchain.gpu import probe
 
     if (reason := probe()) is not None:
         pytest.skip(f"no GPU: {reason}")
     grid, n = 132, 64
     a = np.random.default_rng(0).standard_normal((grid * n + 1) * 128).astype(np.float32)
-    expected = _launch_bytes(MAXNTID_BY_PRODUCT, "staged", grid, 128, n, a, grid * 128)
+    text = MAXNTID_BY_PRODUCT if case == "maxntid" else SATURATING_CLAMP
+    expected = _launch_bytes(text, "staged", grid, 128, n, a, grid * 128)
     for stages in (2, 4):
-        out, report = _pipeline(MAXNTID_BY_PRODUCT, stages)
+        out, _ = _pipeline(text, stages)
         if out is None:
             continue  # refused: nothing to compare
         for _ in range(20):
