@@ -54,16 +54,31 @@ def _refused_or_assembles(text: str, stages: int = 2) -> None:
             pytest.fail(f"ptxas rejects the pipelined kernel: {problem}")
 
 
+def _simulated(text: str, seed: int = 0, trips: int = 3) -> bytes:
+    """`out` after a simulated launch of one CTA of 128 threads (tests/ptx_sim.py) over random a[]."""
+    import random
+    import struct
+
+    from ptx_sim import run_grid
+
+    rng = random.Random(1)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range((trips + 1) * 128))
+    memory = bytearray(data) + bytearray(128 * 4)
+    run_grid(text, 128, 1, [0, len(data), trips], memory, seed)
+    return bytes(memory[len(data) :])
+
+
 # --- .maxntid bounds the block's thread count, not %tid.x ------------------------------------------------------
 # The disjointness proof (copies.py, _Converter.enumerated) evaluates each store's address for %tid.x in
 # 0 .. dims[0]-1 of `.maxntid X, Y, Z`. The PTX ISA bounds only the product X*Y*Z (".maxntid ... the maximum number
 # of threads is the product of the maximum extent in each dimension"; it does not bound any one dimension), so a
 # kernel declaring `.maxntid 16, 8, 1` that never reads %tid.y is launched (128, 1, 1) and %tid.x reaches 127. Here
 # thread t >= 16 stores a[i] (streamed: a DRAM miss each trip) and then a[t] (the same word every trip: a cache hit)
-# to the same word tile[t] in one trip; the input's program order keeps a[t]. For t < 16 the second store goes to
-# tile[128 + t]. The proof sees only t < 16 and calls the stores disjoint; the output issues two cp.asyncs to one
-# word, which land in either order (cp.asyncs are not ordered with each other: PTX ISA, cp.async), and the hit
-# lands first, so out[] may hold sums of 0.5 * a[i] where the input's hold 0.5 * a[t].
+# to the same word tile[t] in one trip ((t + 112) >> 7 is 1 from t = 16 on); the input's program order keeps a[t].
+# For t < 16 the second store goes to tile[128 + t]. The proof sees only t < 16 and calls the stores disjoint; the
+# output issues two cp.asyncs to one word, which land in either order (cp.asyncs are not ordered with each other:
+# PTX ISA, cp.async), and the hit lands first, so out[] may hold sums of 0.5 * a[i] where the input's hold
+# 0.5 * a[t].
 MAXNTID_BY_PRODUCT = _planted(
     (".reqntid 128, 1, 1", ".maxntid 16, 8, 1"),
     ("%r<16>", "%r<24>"),
@@ -71,7 +86,7 @@ MAXNTID_BY_PRODUCT = _planted(
     ("tile[512]", "tile[1024]"),
     (
         "\tadd.s32 \t%r8, %r6, %r7;\n",
-        "\tadd.s32 \t%r8, %r6, %r7;\n\tshr.u32 \t%r15, %r2, 4;\n\tmin.u32 \t%r15, %r15, 1;\n"
+        "\tadd.s32 \t%r8, %r6, %r7;\n\tadd.s32 \t%r15, %r2, 112;\n\tshr.u32 \t%r15, %r15, 7;\n"
         "\txor.b32 \t%r15, %r15, 1;\n\tmad.lo.s32 \t%r16, %r15, 512, %r8;\n"
         "\tmul.wide.u32 \t%rd10, %r2, 4;\n\tadd.s64 \t%rd11, %rd3, %rd10;\n",
     ),
@@ -81,6 +96,17 @@ MAXNTID_BY_PRODUCT = _planted(
 
 def test_maxntid_bounds_the_product_not_tid_x() -> None:
     _refused(MAXNTID_BY_PRODUCT)
+
+
+def test_maxntid_break_on_the_simulated_cta() -> None:
+    """tests/ptx_sim.py (the pipeline's own CPU oracle: a group's copies land in a seeded random order at the wait)
+    launches 128 threads: over a few seeds the pipeline's bits differ from the input's where thread t >= 16's two
+    copies land first-stored-last."""
+    out, _ = _pipeline(MAXNTID_BY_PRODUCT, 2)
+    if out is None:
+        return  # refused: nothing to compare
+    expected = _simulated(MAXNTID_BY_PRODUCT)
+    assert all(_simulated(out, seed) == expected for seed in range(4))
 
 
 # Register names need no `%` (PTX ISA, identifiers: `.reg .b32 r<16>;` is a register like `%r<16>`), but the ahead
