@@ -287,6 +287,34 @@ def test_local_flag_break_on_the_gpu() -> None:
             assert got.tobytes() == expected, (stages, sorted(set(got.tolist())))  # the model: 100.0 + 0.5 * S
 
 
+# --- time: many staging stores in a block of undeclared size -----------------------------------------------------
+# copies._Converter.addresses evaluates each store's address for every %tid.x (1,024 where the block is not
+# declared, as nvcc writes kernels without __launch_bounds__) through its definitions, with a memo per store: the
+# shared base register's chain is evaluated again for every store and thread. 64 stores of an unrolled tile (each
+# thread stages 64 words) took 16 s here, 256 took 89 s (256 under .reqntid 128: 11 s); the pipeline's own fuzz
+# test bounds one kernel at 5 s.
+def _many_stores(count: int) -> str:
+    stores = "".join(
+        f"\tld.global.nc.f32 \t%f{10 + j}, [%rd5+{4 * j}];\n\tst.shared.f32 \t[%r8+{4 * j}], %f{10 + j};\n"
+        for j in range(count)
+    )
+    return _planted(
+        (".reqntid 128, 1, 1\n", ""),
+        ("tile[512]", f"tile[{4 * (1024 + count)}]"),
+        ("%f<6>", f"%f<{count + 10}>"),
+        (LOAD + STORE, stores),
+    )
+
+
+def test_many_staging_stores_are_decided_in_time() -> None:
+    import time
+
+    text = _many_stores(64)
+    start = time.monotonic()
+    _pipeline(text)
+    assert time.monotonic() - start < 5
+
+
 # --- fuzzing: random staging shapes, with the launch's own overlap as the oracle ---------------------------------
 # A fixed-seed generator of staged kernels (1-3 staging stores of 4, 8 or 16 bytes, scalar or vector, each at
 # tile + c * f(%tid.x) + off for f among affine, xor, min, and, shift, negation and a "late" index that equals %tid.x
