@@ -168,6 +168,38 @@ def test_split_staging_reads_local_memory_the_compute_part_writes() -> None:
     assert not report.rewrites, "split a kernel whose producers read a flag only the consumers write"
 
 
+# --- a staging store in an irreducible cycle runs twice per trip --------------------------------------------------
+# "runs more than once per trip" is decided from find_loops' natural loops (copies._Converter.in_inner_loop); a cycle
+# entered at two blocks (here $L__a by falling in and $L__b by a branch: PTX lets a hand-written kernel jump into a
+# loop's middle) is no natural loop, so its store counts as once per trip. It runs twice: first storing a[i], then 0
+# (the zero-fill form `mov 0; @first ld`), and the input's tile word is 0 after every trip (out[] all 0.0). The
+# pipeline issues both as cp.asyncs to one word, one copying a[i] and one zero-filling, landing in either order.
+IRREDUCIBLE = _planted(
+    (
+        LOAD + STORE + "\tbar.sync \t0;\n",
+        "\tmov.u32 \t%r13, 0;\n\tsetp.eq.u32 \t%p3, %r1, 7;\n\t@%p3 bra \t$L__b;\n$L__a:\n"
+        "\tmov.f32 \t%f2, 0f00000000;\n\tsetp.eq.u32 \t%p3, %r13, 0;\n\t@%p3 ld.global.nc.f32 \t%f2, [%rd5];\n"
+        + STORE
+        + "\tadd.s32 \t%r13, %r13, 1;\n\tsetp.ge.u32 \t%p3, %r13, 2;\n\t@%p3 bra \t$L__filled;\n$L__b:\n"
+        "\tbra.uni \t$L__a;\n$L__filled:\n\tbar.sync \t0;\n",
+    ),
+)
+
+
+def test_store_in_an_irreducible_cycle() -> None:
+    _refused(IRREDUCIBLE)
+
+
+def test_irreducible_cycle_on_the_simulated_cta() -> None:
+    """The input's out[] is all zeros on the simulator; the pipeline's must be too, whatever order its copies land."""
+    out, _ = _pipeline(IRREDUCIBLE, 2)
+    if out is None:
+        return  # refused: nothing to compare
+    expected = _simulated(IRREDUCIBLE)
+    assert expected == bytes(len(expected))
+    assert all(_simulated(out, seed) == expected for seed in range(4))
+
+
 # --- the address evaluator reads add.sat as a wrapping add ------------------------------------------------------
 # copies._arith computes `add` on two's complement words and ignores `.sat`, which clamps to the s32 range instead.
 # Here min(%tid.x, 15) is computed the way a saturating clamp does (t + 0x7FFFFFF0, saturated, minus 0x7FFFFFF0),
