@@ -7,6 +7,7 @@ inputs and compares the bytes."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,6 +160,25 @@ def test_staging_reads_local_memory_the_compute_part_writes() -> None:
     _refused(LOCAL_FLAG)
 
 
+LIVE_SUM = Path(__file__).parent / "data" / "breakpipe" / "live_sum.cu"  # the same, as CUDA C++ (nvcc's PTX)
+
+
+def _live_sum_ptx() -> str:
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.compile import cuda_to_ptx
+
+    try:
+        return cuda_to_ptx(str(LIVE_SUM), "sm_90")
+    except EnvironmentProblem as problem:
+        pytest.skip(f"no nvcc: {problem}")
+
+
+def test_nvccs_local_liveness_flag() -> None:
+    """nvcc keeps `int live[8]` (indexed by k % rows) in local memory: the staging part's `live[k % rows] ? a[..] : 0`
+    reads it with ld.local, the compute part's `if (acc > 100) live[(k + 1) % rows] = 0` writes it."""
+    _refused(_live_sum_ptx())
+
+
 def test_split_staging_reads_local_memory_the_compute_part_writes() -> None:
     """The same rule breaks the split (not the pipeline's code, the same _producer_inputs): the producers replay
     the staging part in their own threads, whose `live` flag only the replayed code before the loop wrote (1), so
@@ -263,8 +283,10 @@ def test_labels_differing_by_a_dollar() -> None:
 # --- on the GPU -------------------------------------------------------------------------------------------------
 
 
-def _launch_bytes(text: str, kernel: str, grid: int, block: int, n: int, a: np.ndarray, out_words: int) -> bytes:
-    """Bytes of `out` after one launch of `kernel(a, out, n)` (the planted kernel's parameters)."""
+def _launch_bytes(
+    text: str, kernel: str, grid: int, block: int, n: int, a: np.ndarray, out_words: int, *more: int
+) -> bytes:
+    """Bytes of `out` after one launch of `kernel(a, out, n, *more)` (the planted kernel's parameters, 32-bit more)."""
     from ptxtool.toolchain.gpu import Gpu
 
     cubin = compile_ptx(text, f"{kernel}.ptx", "sm_90").cubin
@@ -273,7 +295,7 @@ def _launch_bytes(text: str, kernel: str, grid: int, block: int, n: int, a: np.n
         source, out = gpu.alloc(a.nbytes), gpu.alloc(4 * out_words)
         gpu.upload(source, a)
         gpu.fill_bytes(out, 0xFF, 4 * out_words)
-        args = [np.uint64(source).tobytes(), np.uint64(out).tobytes(), np.uint32(n).tobytes()]
+        args = [np.uint64(source).tobytes(), np.uint64(out).tobytes(), *(np.uint32(v).tobytes() for v in (n, *more))]
         gpu.launch(function, (grid, 1, 1), (block, 1, 1), args)
         return gpu.download(out, 4 * out_words, timeout=10.0).tobytes()
 
@@ -528,3 +550,24 @@ def test_fuzzed_staging_shapes() -> None:
         if time.monotonic() > deadline:
             break
     assert outcomes["pipelined"] and outcomes["refused"], outcomes
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("ptxas")
+def test_nvccs_local_liveness_flag_on_the_gpu() -> None:
+    """nvcc's live_sum with a[] all 1.0, n = 210, rows = 8: the input writes 100.5 to every out[]; each pipeline
+    must write the same bytes (the ahead copy reads each flag before the compute part that clears it)."""
+    from ptxtool.toolchain.gpu import probe
+
+    if (reason := probe()) is not None:
+        pytest.skip(f"no GPU: {reason}")
+    text = _live_sum_ptx()
+    grid, n = 4, 210
+    a = np.ones(grid * n * 128, dtype=np.float32)
+    expected = _launch_bytes(text, "live_sum", grid, 128, n, a, grid * 128, 8)
+    assert np.frombuffer(expected, np.float32).tolist() == [100.5] * (grid * 128)
+    for stages in (2, 4):
+        out, _ = _pipeline(text, stages)
+        if out is not None:
+            got = _launch_bytes(out, "live_sum", grid, 128, n, a, grid * 128, 8)
+            assert got == expected, (stages, sorted(set(np.frombuffer(got, np.float32).tolist())))
