@@ -302,7 +302,7 @@ def _launch_bytes(
 
 @pytest.mark.gpu
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.parametrize("case", ["maxntid", "saturating"])
+@pytest.mark.parametrize("case", ["maxntid", "saturating", "irreducible"])
 def test_one_word_twice_on_the_gpu(case: str) -> None:
     """The input and its pipeline (S = 2, 4), launched (128, 1, 1) (as `.maxntid 16, 8, 1` allows), 20 times each
     on random a[]: every output must be the input's bytes."""
@@ -312,7 +312,7 @@ def test_one_word_twice_on_the_gpu(case: str) -> None:
         pytest.skip(f"no GPU: {reason}")
     grid, n = 132, 64
     a = np.random.default_rng(0).standard_normal((grid * n + 1) * 128).astype(np.float32)
-    text = MAXNTID_BY_PRODUCT if case == "maxntid" else SATURATING_CLAMP
+    text = {"maxntid": MAXNTID_BY_PRODUCT, "saturating": SATURATING_CLAMP, "irreducible": IRREDUCIBLE}[case]
     expected = _launch_bytes(text, "staged", grid, 128, n, a, grid * 128)
     for stages in (2, 4):
         out, _ = _pipeline(text, stages)
