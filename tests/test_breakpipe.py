@@ -220,6 +220,20 @@ def test_irreducible_cycle_on_the_simulated_cta() -> None:
     assert all(_simulated(out, seed) == expected for seed in range(4))
 
 
+# --- ld.global.cv: memory another agent changes, read S - 1 trips early and cached ---------------------------------
+# `.cv` ("don't cache and fetch again: consider cached system memory lines stale", PTX ISA, cache operators) is how
+# PTX reads memory another agent (the host through mapped memory, a peer GPU) rewrites while the kernel runs; the
+# kernel here writes global memory after the loop only, so no rule refuses it, and the pipeline turns the load into
+# a `cp.async.ca` (cached in L1) issued S - 1 trips before the input read it: the bytes the host wrote in between
+# are not the ones staged. The standards say to assume the worst for other agents; the pass should refuse `.cv`
+# as it refuses `.volatile`.
+CACHE_VOLATILE = _planted((LOAD, "\tld.global.cv.f32 \t%f2, [%rd5];\n"))
+
+
+def test_cache_volatile_load() -> None:
+    _refused(CACHE_VOLATILE)
+
+
 # --- the address evaluator reads add.sat as a wrapping add ------------------------------------------------------
 # copies._arith computes `add` on two's complement words and ignores `.sat`, which clamps to the s32 range instead.
 # Here min(%tid.x, 15) is computed the way a saturating clamp does (t + 0x7FFFFFF0, saturated, minus 0x7FFFFFF0),
