@@ -279,6 +279,37 @@ def test_half_register_read_by_the_ahead_copy(kind: str) -> None:
     _refused_or_assembles(_half_in_the_tail(kind))
 
 
+# A `brx.idx` jump table (`$L__tbl: .branchtargets $L__c0, $L__c1;`, LLVM's lowering of a dense switch) anywhere in
+# the kernel: the rebuilt body keeps instructions, labels and `{ }` scopes only (producers._units), so the
+# `.branchtargets` directive is dropped and `brx.idx %r13, $L__tbl` names a plain label ("Label with '.branchtargets'
+# directive expected"). Here the switch is after the loop; the split drops it too.
+JUMP_TABLE = _planted(
+    (
+        "\tld.param.u64 \t%rd1, [staged_a];\n",
+        "$L__tbl: .branchtargets $L__c0, $L__c1;\n\tld.param.u64 \t%rd1, [staged_a];\n",
+    ),
+    (
+        "\tst.global.f32 \t[%rd8], %f1;\n\tret;\n",
+        "\tand.b32 \t%r13, %r1, 1;\n\tbrx.idx \t%r13, $L__tbl;\n$L__c0:\n\tst.global.f32 \t[%rd8], %f1;\n\tret;\n"
+        "$L__c1:\n\tneg.f32 \t%f1, %f1;\n\tst.global.f32 \t[%rd8], %f1;\n\tret;\n",
+    ),
+)
+
+
+def test_jump_table_directive_is_kept() -> None:
+    _refused_or_assembles(JUMP_TABLE)
+
+
+def test_split_keeps_the_jump_table_directive() -> None:
+    compile_ptx(JUMP_TABLE, "input.ptx", "sm_90")
+    out, report = warp_roles(parse(JUMP_TABLE), RoleSettings())
+    if report.rewrites:
+        try:
+            compile_ptx(format_module(out), "split.ptx", "sm_90")
+        except InputError as problem:
+            pytest.fail(f"ptxas rejects the split kernel: {problem}")
+
+
 # The ahead copy renames staging labels `$__wr_q{j}_` + the name with every leading `$` stripped (pipeline.py,
 # `label`): `$st` and `st` are two PTX labels, both become `$__wr_q0_st` ("Duplicate definition of label").
 LABELS_DIFFERING_BY_DOLLAR = _planted(
