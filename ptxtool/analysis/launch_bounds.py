@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
+from ptxtool.isa.targets import MAX_BLOCK
 from ptxtool.syntax import ast
 
 MAXNTID, REQNTID = ".maxntid", ".reqntid"  # the directives' words, spelled here alone
@@ -25,6 +26,16 @@ class BlockBounds:
     @property
     def threads(self) -> int:
         return prod(self.dims)
+
+    @property
+    def tid_limits(self) -> tuple[int, int, int]:
+        """The most values %tid.x, .y, .z can take: `.reqntid`'s dimensions are exact, but `.maxntid` bounds only
+        their product (PTX ISA, performance-tuning directives), so any one dimension may reach it."""
+        dims = (*self.dims, 1, 1)[:3]
+        if self.exact:
+            return dims
+        total = self.threads
+        return (min(total, MAX_BLOCK[0]), min(total, MAX_BLOCK[1]), min(total, MAX_BLOCK[2]))
 
 
 def block_bounds(function: ast.Function) -> BlockBounds | None:

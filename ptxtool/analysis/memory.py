@@ -610,7 +610,7 @@ def memory_facts(
     defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
     bounds = block_bounds(function)
     spaces = variable_spaces(module, function)
-    ev = _Evaluator(cfg, du, loops, spaces, params, _ALLOCATORS - defined, bounds.dims if bounds else ())
+    ev = _Evaluator(cfg, du, loops, spaces, params, _ALLOCATORS - defined, bounds.tid_limits if bounds else ())
     stack = _stack or (function.name,)
     done = {} if _done is None else _done
     written: set[str] = set()

@@ -80,6 +80,7 @@ class StagedLoop:
     stores: tuple[int, ...]
     buffers: tuple[SharedBuffer, ...]
     kept: frozenset[int] = frozenset()  # staging ops consumers keep (kept_by_consumers)
+    tid_x: int = 0  # values %tid.x may take (launch_bounds.tid_limits; 0: undeclared)
 
     @property
     def shared_bytes(self) -> int:
@@ -352,8 +353,9 @@ def find_staged_loop(
             "else: it would not follow the ring slot",
         )
     kept = kept_by_consumers(f, staging)
+    tid_x = bounds.tid_limits[0] if bounds else 0
     result = StagedLoop(
-        name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept
+        name, loop, kind, n_threads, staging, filled, compute, released, tail, loads, stores, buffers, kept, tid_x
     )
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     target_limit = shared_limit(arch) if arch else None

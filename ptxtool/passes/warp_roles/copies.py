@@ -85,6 +85,9 @@ def _space(i: ast.Instruction) -> str | None:
 _BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
 _EVALUATED = ("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "div", "rem", "min", "max", "neg")
 _Value = tuple[str | None, int]  # a shared buffer's symbol (or None) plus an integer
+_Values = tuple[str | None, tuple[int, ...]]  # a shared buffer's symbol (or None) plus one integer per thread
+# the opcodes _arith evaluates, each with the modifiers (besides one integer type) it models exactly
+_MODELLED: dict[str, set[str]] = {o: set() for o in _EVALUATED} | {"mul": {"lo"}, "mad": {"lo"}}
 
 
 def _arith(opcode: str, signed: bool, bits: int, args: list[int]) -> int | None:
@@ -132,8 +135,9 @@ class _Converter:
         self.ops = cfg.linear.ops
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
         self.buffer_names = {b.name for b in found.buffers}
-        self.threads = found.threads or MAX_BLOCK_THREADS  # %tid.x < the declared block's x, or 1,024 at most
+        self.threads = found.tid_x or MAX_BLOCK_THREADS  # the values %tid.x may take (launch_bounds.tid_limits)
         self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
+        self.memo: dict[int, _Values | None] = {}
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -311,53 +315,54 @@ class _Converter:
                 work.extend((d, u) for u in source.uses)
         return out
 
-    def value(self, at: int, operand: ast.Operand, tid: int, memo: dict) -> _Value | None:
-        """What `operand` of op `at` holds in thread `tid` (%tid.x), computed from %tid.x, constants and shared
-        buffers' addresses alone through one reaching definition each; None where it depends on anything else."""
+    def value(self, at: int, operand: ast.Operand) -> _Values | None:
+        """What `operand` of op `at` holds in each thread (%tid.x = 0, 1, ...), computed from %tid.x, constants and
+        shared buffers' addresses alone through one reaching definition each; None where it depends on anything else."""
         if isinstance(operand, ast.Immediate):
             try:
                 number = ast.literal_value(operand.text)
             except ValueError:
                 return None
-            return (None, number) if isinstance(number, int) else None
+            return (None, (number,) * self.threads) if isinstance(number, int) else None
         if not isinstance(operand, ast.Name):
             return None
         if operand.text == "%tid.x":
-            return None, tid
+            return None, tuple(range(self.threads))
         if operand.text in self.buffer_names:
-            return operand.text, 0
+            return operand.text, (0,) * self.threads
         key = self.key(self.ops[at], operand.text)
         defs = self.du.defs_of.get((at, key), ()) if key else ()
         if len(defs) != 1 or defs[0] == ENTRY:
             return None
-        return self.defined(defs[0], tid, memo)
+        return self.defined(defs[0])
 
-    def defined(self, at: int, tid: int, memo: dict) -> _Value | None:
-        if (at, tid) in memo:
-            return memo[(at, tid)]
-        memo[(at, tid)] = None  # a cycle evaluates to nothing
+    def defined(self, at: int) -> _Values | None:
+        """The value definition `at` gives in every thread, evaluated once for all threads (memoized per op)."""
+        if at in self.memo:
+            return self.memo[at]
+        self.memo[at] = None  # a cycle evaluates to nothing
         op = self.ops[at]
         i = op.instruction
-        words = [m for m in i.modifiers if m[1:] in _BITS and m[0] in "subf"]
-        if op.guarded or i.opcode not in _EVALUATED or not words or words[-1][0] == "f" or len(op.defs) != 1:
-            return None
-        args = [self.value(at, x, tid, memo) for x in i.operands[1:]]
+        words = [m for m in i.modifiers if m[1:] in _BITS and m[0] in "sub"]
+        others = [m for m in i.modifiers if m not in words]
+        if op.guarded or len(op.defs) != 1 or len(words) != 1 or not set(others) <= _MODELLED.get(i.opcode, {"?"}):
+            return None  # only what _arith models exactly: no .sat, .hi, .wide, .cc, .relu, floating point
+        args = [self.value(at, x) for x in i.operands[1:]]
         if any(a is None for a in args):
             return None
         symbols = [a[0] for a in args if a[0] is not None]  # type: ignore[index]
-        numbers = [a[1] for a in args]  # type: ignore[index]
         symbol = symbols[0] if len(symbols) == 1 else None
         addend = {"mov": 0, "add": None, "sub": 0, "mad": 2}.get(i.opcode, -1)
         if len(symbols) > 1 or (symbols and addend == -1):
             return None
         if symbols and addend is not None and args[addend][0] is None:  # type: ignore[index]
             return None  # only a sum (or a difference's first term) carries a buffer's address
-        bits = 64 if "wide" in i.modifiers else _BITS[words[-1][1:]]
-        if "wide" in i.modifiers or "hi" in i.modifiers:
+        signed, bits = words[0][0] == "s", _BITS[words[0][1:]]
+        results = [_arith(i.opcode, signed, bits, list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
+        if any(r is None for r in results):
             return None
-        result = _arith(i.opcode, words[-1][0] == "s", bits, numbers)
-        memo[(at, tid)] = None if result is None else (symbol, result)
-        return memo[(at, tid)]
+        self.memo[at] = (symbol, tuple(results))  # type: ignore[arg-type]
+        return self.memo[at]
 
     def addresses(self, at: int) -> tuple[_Value, ...] | None:
         """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
@@ -366,14 +371,8 @@ class _Converter:
             address = self.ops[at].instruction.operands[0]
             assert isinstance(address, ast.Address)
             extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
-            memo: dict = {}
-            out: list[_Value] = []
-            for tid in range(self.threads):
-                base = self.value(at, address.base, tid, memo)
-                if base is None:
-                    break
-                out.append((base[0], base[1] + extra))
-            self.evaluated[at] = tuple(out) if len(out) == self.threads else None
+            base = self.value(at, address.base)
+            self.evaluated[at] = None if base is None else tuple((base[0], v + extra) for v in base[1])
         return self.evaluated[at]
 
     def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
