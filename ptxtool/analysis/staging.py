@@ -25,7 +25,7 @@ from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.memory import Space, memory_facts, variable_spaces
 from ptxtool.isa import Effect, Mode, Role
-from ptxtool.isa.caching import observes_other_agents, type_bits
+from ptxtool.isa.caching import cache_operator, observes_other_agents, type_bits
 from ptxtool.isa.targets import MAX_BLOCK_THREADS, REGISTERS_PER_CTA, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.syntax import ast
 
@@ -139,6 +139,25 @@ def _unreplayable(ops: tuple[Op, ...] | list[Op]) -> tuple[Op, str] | None:
             return op, "defines a register the producers could not replay (an atomic, ordered or barrier access)"
         if isa.effects(i) & Effect.RESOURCE:
             return op, "changes the thread's resources (producers replay it)"
+    return None
+
+
+def _observer(i: ast.Instruction) -> str | None:
+    """Why running `i` trips early may see other bytes than in place: it observes other agents, or it is a
+    `ld.cv` ("fetch again": memory the host or a peer rewrites while the kernel runs, PTX ISA cache operators)."""
+    if isa.family(i) == "ld" and cache_operator(i) == "cv":
+        return f"{i.mnemonic} (.cv: fetched again, memory another agent rewrites)"
+    return observes_other_agents(i)
+
+
+def irreducible_edge(cfg: CFG, blocks: frozenset[int] | set[int]) -> tuple[int, int] | None:
+    """A retreating edge between `blocks` whose target does not dominate its source: a cycle entered in its middle
+    (no natural loop), whose code may run more than once per trip of the loop around it unseen by find_loops."""
+    rank = {b: i for i, b in enumerate(cfg.reverse_postorder)}
+    for u in blocks:
+        for v in cfg.blocks[u].successors:
+            if v in blocks and u in rank and v in rank and rank[v] <= rank[u] and not cfg.dominates(v, u):
+                return u, v
     return None
 
 
@@ -293,6 +312,11 @@ def find_staged_loop(
     lo, hi = body[0].index, body[-1].index + 1
     if [op.index for op in body] != list(range(lo, hi)) or header.start != lo:
         return refuse(ops[header.start].line, "the loop's blocks are not laid out from its header down")
+    if (edge := irreducible_edge(cfg, set(loop.blocks))) is not None:
+        return refuse(
+            ops[cfg.blocks[edge[0]].end - 1].line,
+            "the loop holds a cycle entered in its middle (irreducible): its code may run more than once per trip",
+        )
     for op in body:
         if isa.effects(op.instruction) & (Effect.RETURN | Effect.TRAP):
             return refuse(op.line, f"{op.instruction.mnemonic} inside the loop")
@@ -482,9 +506,21 @@ def _regions(
     def part(index: int) -> str:
         return "staging" if index in staging else "compute" if index in compute else "tail" if index in tail else ""
 
+    local_writes = [  # the loop's writes a staging read of local memory could see (a generic one may be local)
+        op
+        for op in ops[staging.start : tail.stop]
+        if any(m is not Mode.READ and sp in ("local", "generic") for _, m, sp in isa.memory_accesses(op.instruction))
+    ]
     for op in ops[staging.start : tail.stop]:
         where = part(op.index)
         i = op.instruction
+        if where == "staging" and local_writes and _reads(i, "local"):
+            return Refusal(
+                name,
+                op.line,
+                f"the staging part reads local memory the loop writes at line {local_writes[0].line} ({ahead} "
+                "running ahead would read it before the trips that write it)",
+            )
         if isa.effects(i) & Effect.BRANCH:
             for label in op.targets:
                 target = cfg.linear.labels.get(label)
@@ -497,7 +533,7 @@ def _regions(
             return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
         if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
             return Refusal(name, op.line, f"{i.mnemonic} in the {where} part ({ahead} must not order or wait)")
-        if where and (why := observes_other_agents(i)):  # an acquire of trip k orders trip k+1's staging loads
+        if where and (why := _observer(i)):  # an acquire of trip k orders trip k+1's staging loads
             return Refusal(name, op.line, f"{why} in the {where} part: {ahead} running ahead would not observe it")
         if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
             return Refusal(name, op.line, "the staging part writes memory other than shared")
