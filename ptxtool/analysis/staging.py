@@ -342,8 +342,13 @@ def find_staged_loop(
             "consumers' counted copy (bar.sync 1, N) is not released by exits and would wait forever",
         )
     plain = [op for op in barriers if full_barrier(op.instruction)]
-    if len(barriers) != 2 or len(plain) != 2:
-        return refuse(ops[lo].line, f"the loop waits {len(barriers)} times per trip; the split needs exactly 2")
+    if len(barriers) != 2:
+        return refuse(ops[lo].line, f"the loop waits {len(barriers)} times per trip; the pass needs exactly 2")
+    if (other := next((op for op in barriers if not full_barrier(op.instruction)), None)) is not None:
+        return refuse(
+            other.line,
+            f"{other.instruction.mnemonic} is not a plain CTA barrier (bar.sync 0 without a thread count, unguarded)",
+        )
     filled, released = plain[0].index, plain[1].index
     for op in plain:
         if any(loop.index != inner.index and cfg.block_of[op.index] in inner.blocks for inner in f.loops):

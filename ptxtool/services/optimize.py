@@ -238,7 +238,10 @@ def settings_from(table: dict[str, Any], where: str, flags: dict[str, Any]) -> t
 def roles_from(flags: dict[str, Any]) -> warp_roles.RoleSettings:
     """The warp-roles settings the flags give (`--variant`, `--producer-warps`, `--stages`) over its defaults."""
     given = {name: flags[name] for name in ("variant", "producer_warps", "stages") if flags.get(name) is not None}
-    return warp_roles.RoleSettings(**given)
+    settings = warp_roles.RoleSettings(**given)
+    if (why := warp_roles.misused(settings)) is not None:
+        raise UsageError(why)
+    return settings
 
 
 def check_passes(names: tuple[str, ...], where: str) -> None:

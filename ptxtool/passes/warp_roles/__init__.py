@@ -327,8 +327,17 @@ def _threads(function: ast.Function) -> int:
     return bounds.dims[0] if bounds else 0
 
 
+def misused(settings: RoleSettings) -> str | None:
+    """Settings that do not go together (a usage error): producer warps belong to the split alone."""
+    if settings.variant == "pipeline" and settings.producer_warps is not None:
+        return "--producer-warps is the split's setting: the pipeline variant has no producer warps"
+    return None
+
+
 def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
     """Why the settings or the file rule the pass out for every kernel."""
+    if (why := misused(settings)) is not None:
+        return why
     if settings.variant not in VARIANTS:
         return f"unknown variant {settings.variant!r} (split or pipeline)"
     if settings.stages < 2 or settings.stages > 16:

@@ -178,8 +178,9 @@ class _Converter:
             return f"{i.mnemonic} at line {line} reads {access_bytes(i)} bytes; cp.async copies 4, 8 or 16"
         if not isinstance(address, ast.Address):
             return f"{i.mnemonic} at line {line} has no address operand"
-        if isinstance(address.base, ast.Name) and address.base.text.startswith("%"):
-            register = next((r for r in self.cfg.linear.registers.values() if r.name == address.base.text), None)
+        base = address.base.text if isinstance(address.base, ast.Name) else ""
+        register = next((r for r in self.cfg.linear.registers.values() if r.name == base), None)
+        if register is not None or base.startswith("%"):  # a register (`rd5` too), not a global variable
             if register is None or not register.type.endswith("64"):
                 return f"{i.mnemonic} at line {line} reads through a 32-bit address; cp.async takes a 64-bit one"
         if self.du.uses_of.get((at, key)) is None or len(self.du.uses_of[(at, key)]) != 1:

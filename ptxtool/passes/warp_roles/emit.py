@@ -14,6 +14,12 @@ from ptxtool.syntax import ast, parse
 RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
 
 
+def own_label(prefix: str, name: str) -> str:
+    """The pass's copy of label `name` under `prefix`, one-to-one over PTX labels: `$st` and `st` stay apart, and a
+    `%`-label (a `%` cannot follow the prefix) is marked by `$` where the others have `_`."""
+    return f"{prefix}${name[1:]}" if name.startswith("%") else f"{prefix}_{name}"
+
+
 def statements(body: str, target: Target | str = "sm_90") -> tuple[ast.Statement, ...]:
     """PTX statements from text (the pass writes its additions as PTX, not as node constructors)."""
     module = parse(f".version 8.0\n.target {target}\n.address_size 64\n.entry _wr() {{\n{body}\n}}\n")

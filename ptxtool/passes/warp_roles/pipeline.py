@@ -22,13 +22,25 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
+from ptxtool.isa.caching import type_bits
 from ptxtool.isa.targets import Target
 from ptxtool.passes.warp_roles.copies import AsyncCopy
-from ptxtool.passes.warp_roles.emit import RING, mapped, relocated, renamed, statements
+from ptxtool.passes.warp_roles.emit import RING, mapped, own_label, relocated, renamed, statements
 from ptxtool.passes.warp_roles.producers import _registers, _substituted, _units, share_name
 from ptxtool.syntax import ast
 
 AHEAD = 1  # the ahead copy's registers are share 1's names (%wr_s1_r5)
+_TABLES = (".branchtargets", ".calltargets", ".callprototype")  # directives named by the label before them
+
+
+def _tables(function: ast.Function) -> dict[str, ast.Statement]:
+    """The jump and call tables of the body, by the label that names each (`$L: .branchtargets $a, $b;`)."""
+    out: dict[str, ast.Statement] = {}
+    body = function.body.statements
+    for before, s in zip(body, body[1:], strict=False):
+        if isinstance(s, ast.Directive) and s.word in _TABLES and isinstance(before, ast.Label):
+            out[before.name] = s
+    return out
 
 
 def pipeline_refusal(function: ast.Function, found: StagedLoop, cfg: CFG) -> str | None:
@@ -37,6 +49,12 @@ def pipeline_refusal(function: ast.Function, found: StagedLoop, cfg: CFG) -> str
     units = _units(function, found)
     if isinstance(units, str):
         return units
+    tables = _tables(function)
+    for part, _, s in units:
+        if part in ("staging", "tail") and isinstance(s, ast.Label) and s.name in tables:
+            return f"a {tables[s.name].word} table in the loop at line {s.line} (the ahead copy would repeat it)"
+        if part in ("staging", "tail") and isinstance(s, ast.Instruction) and s.opcode == "brx":
+            return f"{s.mnemonic} at line {s.line} in the loop's {part} part (its table is not copied ahead)"
     headers = {s.name for part, _, s in units if part == "header" and isinstance(s, ast.Label)}
     for op in cfg.linear.ops:
         if not headers & set(op.targets):
@@ -68,18 +86,23 @@ def _ahead(s: ast.Statement, registers: frozenset[str], label: Callable[[str], s
     return s
 
 
+def _bit_type(kind: str) -> str:
+    """The mov type that copies a register of type `kind` bit for bit (mov takes no .f16, .f16x2, .bf16: PTX ISA)."""
+    return "pred" if kind == "pred" else f"b{type_bits(kind) or 32}"
+
+
 def _flag(copy: AsyncCopy, value: str, guard: ast.Guard | None) -> ast.Instruction:
     return ast.Instruction("mov", ("pred",), (ast.Name(copy.flag), ast.Immediate(value)), guard=guard)
 
 
-def _capture(copy: AsyncCopy, load: ast.Instruction) -> tuple[ast.Statement, ...]:
+def _capture(copy: AsyncCopy, load: ast.Instruction, registers: frozenset[str]) -> tuple[ast.Statement, ...]:
     """In place of the load: its address into the copy's source register (and, on a zero-fill copy, the flag:
     this path copies), under the load's guard."""
     address = load.operands[1]
     assert isinstance(address, ast.Address)
     value = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
     source = ast.Name(copy.source)
-    if isinstance(address.base, ast.Name) and address.base.text.startswith("%"):
+    if isinstance(address.base, ast.Name) and address.base.text in registers:  # `rd5` is a register too
         take = ast.Instruction("add", ("s64",), (source, address.base, ast.Immediate(str(value))), guard=load.guard)
     else:  # a global variable's address
         symbol = ast.SymbolOffset(address.base, ast.Immediate(str(value))) if value else address.base
@@ -137,7 +160,7 @@ def pipelined(
         """A staging instruction as the ahead copy runs it (before its registers are renamed)."""
         i = renamed(i, ring_names)
         if index in by_load:
-            return _capture(by_load[index], i)
+            return _capture(by_load[index], i, registers)
         if index in by_select:
             return (_selected(by_select[index], i),)
         if index in by_store:
@@ -156,15 +179,14 @@ def pipelined(
             at = label_index.get(text)
             if at is None:
                 return None
-            bare = text.lstrip("$")
             if lo < at < found.filled:
-                return f"$__wr_q{j}_{bare}"
+                return own_label(f"$__wr_q{j}", text)
             if at == found.filled:
                 return f"$__wr_staged{j}"
             if at == lo:
                 return f"$__wr_cont{j}"
             if found.released < at < hi:
-                return f"$__wr_q{j}_{bare}"
+                return own_label(f"$__wr_q{j}", text)
             return f"$__wr_stop{j}"  # out of the loop: the ahead copy has no more trips
 
         out = list(
@@ -217,7 +239,7 @@ def pipelined(
         },
         key=lambda r: r.name,
     )
-    entry = [f"mov.{r.type} {share_name(r.name, AHEAD)}, {r.name};" for r in reads]
+    entry = [f"mov.{_bit_type(r.type)} {share_name(r.name, AHEAD)}, {r.name};" for r in reads]
     prologue = statements("\n".join((*entry, "mov.u32 %wr_k, 0;", "mov.u32 %wr_q, 0;", "mov.pred %wr_more, 1;")))
     declared = [
         d
@@ -236,6 +258,7 @@ def pipelined(
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];"
         ),
     ]
+    tables = _tables(function)
     entered = issued = waited = False
     for part, index, s in units:
         if part == "header" and not entered:  # the entry code goes before the header's labels
@@ -253,6 +276,8 @@ def pipelined(
             body.append(mapped(s, real, {}, start=index))
         elif not (part == "staging" and isinstance(s, ast.Label)):  # staging labels are the ahead copy's now
             body.append(s)
+            if isinstance(s, ast.Label) and s.name in tables:  # a jump table stays right after its label
+                body.append(tables[s.name])
             if isinstance(s, ast.Label) and s.name in exits and label_index[s.name] != hi:
                 body += statements("cp.async.wait_all;")
     if not waited:

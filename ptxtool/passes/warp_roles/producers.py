@@ -9,7 +9,17 @@ from dataclasses import fields, replace
 from ptxtool import isa
 from ptxtool.analysis.staging import StagedLoop, dropped_by_producers
 from ptxtool.isa.targets import Target
-from ptxtool.passes.warp_roles.emit import EMPTY, FULL, mapped, relocated, renamed, slot_code, statements, wait_code
+from ptxtool.passes.warp_roles.emit import (
+    EMPTY,
+    FULL,
+    mapped,
+    own_label,
+    relocated,
+    renamed,
+    slot_code,
+    statements,
+    wait_code,
+)
 from ptxtool.syntax import ast
 
 _COPIED = ("pre", "staging", "tail")  # the parts each share runs in turn; the others run once
@@ -72,14 +82,16 @@ def producer_refusal(function: ast.Function, found: StagedLoop, shares: int) -> 
 
 
 def share_name(name: str, share: int) -> str:
-    """Share j's copy of a register (share 0 keeps the kernel's): %r5 -> %wr_s1_r5."""
-    return name if share == 0 else f"%wr_s{share}_{name[1:]}"
+    """Share j's copy of a register (share 0 keeps the kernel's): %r5 -> %wr_s1_r5, and a name without `%` (valid
+    PTX) r5 -> %wr_s1$r5, so that the copies of distinct names stay distinct."""
+    if share == 0:
+        return name
+    return f"%wr_s{share}_{name[1:]}" if name.startswith("%") else f"%wr_s{share}${name}"
 
 
 def _share_label(name: str, share: int) -> str:
     """Share j's copy of a label in the producers' code."""
-    bare = name.lstrip("$")
-    return f"$__wr_p{bare}" if share == 0 else f"$__wr_s{share}p{bare}"
+    return own_label("$__wr_p" if share == 0 else f"$__wr_s{share}p", name)
 
 
 def _substituted(node: object, names: Callable[[str], str | None]) -> object:
