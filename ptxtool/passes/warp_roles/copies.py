@@ -138,6 +138,8 @@ class _Converter:
         self.threads = found.tid_x or MAX_BLOCK_THREADS  # the values %tid.x may take (launch_bounds.tid_limits)
         self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
         self.memo: dict[int, _Values | None] = {}
+        self.shapes: dict[int, tuple[int, int] | None] = {}
+        self.shape_ids: dict[tuple[str | None, tuple[int, ...]], int] = {}
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -376,12 +378,29 @@ class _Converter:
             self.evaluated[at] = None if base is None else tuple((base[0], v + extra) for v in base[1])
         return self.evaluated[at]
 
+    def shape(self, at: int) -> tuple[int, int] | None:
+        """The store's addresses as (shape, first address): stores of one shape differ by one constant in every
+        thread (tile + 4t and tile + 4t + 64), so one comparison decides a pair of them."""
+        if at not in self.shapes:
+            found = self.addresses(at)
+            if found is None or len({symbol for symbol, _ in found}) != 1:
+                self.shapes[at] = None
+            else:
+                first = found[0][1]
+                key = (found[0][0], tuple(v - first for _, v in found))
+                self.shapes[at] = (self.shape_ids.setdefault(key, len(self.shape_ids)), first)
+        return self.shapes[at]
+
     def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
         """Whether two stores write disjoint bytes in every thread of the block, address by address."""
+        (na, nb) = sizes
+        shapes = [self.shape(at) for at in stores]
+        if shapes[0] is not None and shapes[1] is not None and shapes[0][0] == shapes[1][0]:
+            a, b = shapes[0][1], shapes[1][1]
+            return not (a < b + nb and b < a + na)
         first, second = (self.addresses(at) for at in stores)
         if first is None or second is None:
             return False
-        (na, nb) = sizes
         return all(sa == sb and not (a < b + nb and b < a + na) for (sa, a), (sb, b) in zip(first, second, strict=True))
 
     def invariant(self, at: int) -> bool:

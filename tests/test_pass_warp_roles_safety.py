@@ -1,0 +1,103 @@
+"""The warp-role pass's safety rules shared by both variants (issue 16's review, tests/test_breakpipe.py): what the
+split refuses as the pipeline does, the launch bounds both read, the evaluator's exact opcodes and the CLI's usage
+error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_breakpipe import CACHE_VOLATILE, IRREDUCIBLE, LABELS_DIFFERING_BY_DOLLAR, NO_PERCENT, _many_stores
+from test_pass_warp_roles import STAGED
+
+from ptxtool.analysis.launch_bounds import block_bounds
+from ptxtool.passes.warp_roles import RoleSettings, warp_roles
+from ptxtool.syntax import format_module, parse
+from ptxtool.toolchain.compile import compile_ptx
+
+
+def _kernel(directive: str) -> str:
+    return STAGED.replace(".reqntid 128, 1, 1", directive, 1)
+
+
+@pytest.mark.parametrize(
+    ("directive", "limits"),
+    [
+        (".reqntid 16, 8, 1", (16, 8, 1)),  # exact: each dimension is the launch's
+        (".maxntid 16, 8, 1", (128, 128, 64)),  # the product bounds each dimension (z at most 64 in hardware)
+        (".maxntid 128", (128, 128, 64)),
+        (".maxntid 1024, 1, 1", (1024, 1024, 64)),
+    ],
+)
+def test_tid_limits(directive: str, limits: tuple[int, int, int]) -> None:
+    bounds = block_bounds(parse(_kernel(directive)).kernels[0])
+    assert bounds is not None and bounds.tid_limits == limits
+
+
+def _split_refusal(text: str) -> str:
+    _, report = warp_roles(parse(text), RoleSettings())
+    assert not report.rewrites and report.skipped, "split a kernel it must refuse"
+    return report.skipped[0].reason
+
+
+def test_split_refuses_cache_volatile_loads() -> None:
+    """The split's producers run ahead too: a `.cv` load (memory another agent rewrites) is refused in either."""
+    assert ".cv" in _split_refusal(CACHE_VOLATILE)
+
+
+def test_split_refuses_irreducible_cycles() -> None:
+    assert "irreducible" in _split_refusal(IRREDUCIBLE)
+
+
+def test_counted_barrier_says_what_is_wrong() -> None:
+    text = STAGED.replace("\tbar.sync \t0;\n\tld.shared", "\tbar.sync \t0, 128;\n\tld.shared", 1)
+    for settings in (RoleSettings(), RoleSettings(variant="pipeline")):
+        _, report = warp_roles(parse(text), settings)
+        reason = report.skipped[0].reason
+        assert "bar.sync at line" not in reason and "not a plain CTA barrier" in reason and "needs" not in reason
+
+
+@pytest.mark.parametrize("kind", ["f16"])
+def test_entry_copies_are_bit_typed(kind: str) -> None:
+    """A half register read by the ahead copy (the loop's trip count kept in one) is copied with mov.b16."""
+    text = STAGED.replace("\t.reg .f32 \t%f<6>;\n", f"\t.reg .f32 \t%f<6>;\n\t.reg .{kind} \t%h<2>;\n", 1)
+    text = text.replace("\tmov.u32 \t%r12, 0;\n", "\tmov.u32 \t%r12, 0;\n\tmov.b16 \t%h1, 0x3C00;\n", 1)
+    text = text.replace("\tadd.s32 \t%r12, %r12, 1;\n", "\tmov.b16 \t%h1, %h1;\n\tadd.s32 \t%r12, %r12, 1;\n", 1)
+    out, report = warp_roles(parse(text), RoleSettings(variant="pipeline"))
+    assert report.rewrites, report.skipped
+    written = format_module(out)
+    assert f"mov.{kind}" not in written and "mov.b16 %wr_s1_h1, %h1;" in written
+    compile_ptx(written, "pipelined.ptx", "sm_90")
+
+
+@pytest.mark.parametrize("producer_warps", [None, 2])
+def test_split_copies_of_names_without_percent_and_dollar_labels_assemble(producer_warps: int | None) -> None:
+    """Share copies of `r5` and `%r5`, `$st` and `st` stay distinct (producers.share_name, emit.own_label)."""
+    for text in (NO_PERCENT, LABELS_DIFFERING_BY_DOLLAR):
+        out, report = warp_roles(parse(text), RoleSettings(producer_warps=producer_warps))
+        if report.rewrites:
+            compile_ptx(format_module(out), "split.ptx", "sm_90")
+
+
+def test_many_stores_in_a_declared_block_are_fast() -> None:
+    """256 staging stores in a block of undeclared size (1,024 threads evaluated): the evaluator computes each
+    definition once for all threads, so the decision takes well under the 5 s bound (89 s before)."""
+    import time
+
+    start = time.monotonic()
+    _, report = warp_roles(parse(_many_stores(256)), RoleSettings(variant="pipeline"))
+    assert time.monotonic() - start < 5
+    assert report.rewrites or report.skipped
+
+
+def test_producer_warps_with_the_pipeline_is_a_usage_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    source = tmp_path / "staged.ptx"
+    source.write_text(STAGED)
+    args = ["optimize", "--passes", "warp-roles", "--variant", "pipeline", "--producer-warps", "2", str(source)]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 2 and "--producer-warps is the split's setting" in run.output, run.output
+    assert "Traceback" not in run.output
