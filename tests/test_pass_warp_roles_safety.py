@@ -101,3 +101,69 @@ def test_producer_warps_with_the_pipeline_is_a_usage_error(tmp_path: Path) -> No
     run = CliRunner().invoke(main, args)
     assert run.exit_code == 2 and "--producer-warps is the split's setting" in run.output, run.output
     assert "Traceback" not in run.output
+
+
+_STAGE = "\tld.global.nc.f32 \t%f2, [%rd5];\n\tst.shared.f32 \t[%r8], %f2;\n\tbar.sync \t0;\n"
+
+
+def _guarded(condition: str) -> str:
+    """The planted kernel with its staging (load and store) skipped where `condition` sets %p3."""
+    assert _STAGE in STAGED
+    return STAGED.replace(
+        _STAGE,
+        f"{condition}\t@%p3 bra \t$L__skip;\n\tld.global.nc.f32 \t%f2, [%rd5];\n\tst.shared.f32 \t[%r8], %f2;\n"
+        "$L__skip:\n\tbar.sync \t0;\n",
+        1,
+    )
+
+
+def _simulated(text: str, seed: int = 0, trips: int = 4) -> bytes:
+    import random
+    import struct
+
+    from ptx_sim import run_grid
+
+    rng = random.Random(1)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(trips * 128))
+    memory = bytearray(data) + bytearray(128 * 4)
+    run_grid(text, 128, 1, [0, len(data), trips], memory, seed)
+    return bytes(memory[len(data) :])
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "\tsetp.ge.u32 \t%p3, %r2, 64;\n",  # %tid.x >= 64, decided in the loop from a register set before it
+        "\tmov.u32 \t%r13, %tid.x;\n\tand.b32 \t%r13, %r13, 3;\n\tsetp.eq.u32 \t%p3, %r13, 1;\n",  # from %tid.x there
+        "\tsetp.ge.u32 \t%p3, %r5, 1000;\n",  # a bound on the block's first index (%ctaid.x, the parameter n)
+    ],
+)
+def test_trip_invariant_guard_is_pipelined(condition: str) -> None:
+    """A staging store skipped by some threads on every trip (its guard depends on %tid, %ctaid, parameters only):
+    a byte it skips is one that thread never writes in the loop, so the ring's slot holds what the input's tile
+    holds; the simulator gives the input's bits for S = 2, 3 and every landing order."""
+    text = _guarded(condition)
+    compile_ptx(text, "input.ptx", "sm_90")
+    expected = _simulated(text)
+    for stages in (2, 3):
+        out, report = warp_roles(parse(text), RoleSettings(variant="pipeline", stages=stages))
+        assert report.rewrites, report.skipped
+        written = format_module(out)
+        compile_ptx(written, "pipelined.ptx", "sm_90")
+        assert all(_simulated(written, seed) == expected for seed in range(3))
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "\tsetp.ge.u32 \t%p3, %r12, 1;\n",  # the trip counter: stores on trip 0 only
+        "\tmov.u32 \t%r13, %clock;\n\tand.b32 \t%r13, %r13, 1;\n\tsetp.eq.u32 \t%p3, %r13, 0;\n",  # a clock
+        "\tld.global.nc.u32 \t%r13, [%rd5+4];\n\tsetp.eq.u32 \t%p3, %r13, 0;\n",  # a loaded flag
+    ],
+)
+def test_trip_variant_guard_is_refused(condition: str) -> None:
+    text = _guarded(condition)
+    compile_ptx(text, "input.ptx", "sm_90")
+    out, report = warp_roles(parse(text), RoleSettings(variant="pipeline"))
+    assert not report.rewrites, "pipelined a store skipped on some trips only"
+    assert "may go another way on another trip" in report.skipped[0].reason, report.skipped

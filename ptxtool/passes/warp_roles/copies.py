@@ -84,6 +84,7 @@ def _space(i: ast.Instruction) -> str | None:
 
 _BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
 _EVALUATED = ("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "div", "rem", "min", "max", "neg")
+_FIXED_SPECIALS = frozenset(("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid"))  # the same all the thread's life
 _Value = tuple[str | None, int]  # a shared buffer's symbol (or None) plus an integer
 _Values = tuple[str | None, tuple[int, ...]]  # a shared buffer's symbol (or None) plus one integer per thread
 # the opcodes _arith evaluates, each with the modifiers (besides one integer type) it models exactly
@@ -165,6 +166,72 @@ class _Converter:
         defs = self.du.defs_of.get((at, inner), ())
         return bool(defs) and ENTRY not in defs and all(self.zero(d, inner, seen) for d in defs)
 
+    def deciding_branch(self, store_at: int) -> int | None:
+        """The line of a branch of the staging part that decides whether the store runs and may go another way on
+        another trip; None when every such branch is trip-invariant, so that each thread runs the store on every
+        trip or on none (a byte it skips is one it never writes in the loop: it holds what it holds in the input).
+        The branches that decide are the store's control-dependence ancestors in the staging part (the barrier
+        its exit): a block runs iff one of its control parents runs and goes its way."""
+        cfg = self.cfg
+        barrier = cfg.block_of[self.found.filled]
+        region = {cfg.block_of[o] for o in self.found.staging} | {barrier}
+        succ = {b: [x for x in cfg.blocks[b].successors if x in region] for b in region}
+        pdom = {b: set(region) for b in region}
+        pdom[barrier] = {barrier}
+        changed = True
+        while changed:  # post-dominators towards the barrier, iteratively (the region is small)
+            changed = False
+            for b in region - {barrier}:
+                new = {b} | set.intersection(*(pdom[x] for x in succ[b])) if succ[b] else {b}
+                if new != pdom[b]:
+                    pdom[b], changed = new, True
+        parents: dict[int, set[int]] = {b: set() for b in region}
+        for x in region:
+            if len(succ[x]) > 1:
+                for y in succ[x]:
+                    for z in pdom[y]:
+                        if z == x or z not in pdom[x]:
+                            parents[z].add(x)
+        seen, work = set(), [cfg.block_of[store_at]]
+        while work:
+            for x in parents[work.pop()] - seen:
+                seen.add(x)
+                work.append(x)
+                last = cfg.linear.ops[cfg.blocks[x].end - 1]
+                i = last.instruction
+                key = self.key(last, i.guard.predicate.text) if i.guard is not None else None
+                invariant = key is not None and self.trip_invariant(last.index, key, {})
+                if i.opcode != "bra" or not invariant or self.in_inner_loop(last.index):
+                    return last.line
+        return None
+
+    def trip_invariant(self, at: int, key: str, memo: dict[int, bool]) -> bool:
+        """Whether register `key`, as op `at` reads it, holds the same value on every trip in each thread: set before
+        the loop, or computed in it, by pure unguarded ops, from such registers, constants, symbols and the
+        thread's and block's fixed indices alone (a loop-carried definition is a cycle: not invariant)."""
+        loop = range(self.found.staging.start, self.found.tail.stop)
+        for d in self.du.defs_of.get((at, key), ()):
+            if d == ENTRY or d not in loop:
+                continue
+            if d in memo:
+                if not memo[d]:
+                    return False
+                continue
+            memo[d] = False  # in progress: a cycle through the loop is not invariant
+            op = self.ops[d]
+            i = op.instruction
+            if op.guarded or isa.memory_accesses(i) or isa.effects(i) or len(op.defs) != 1:
+                return False
+            for operand in i.operands[1:]:
+                for n in isa.operand_names(operand):
+                    special = n.text.startswith("%") and self.key(op, n.text) is None
+                    if special and n.text.partition(".")[0] not in _FIXED_SPECIALS:
+                        return False
+            if not all(self.trip_invariant(d, u, memo) for u in op.uses):
+                return False
+            memo[d] = True
+        return True
+
     def load(self, at: int, key: str, size: int) -> ast.Instruction | str:
         """The `ld.global` at `at` if a cp.async can read what it reads: weak, scalar, `size` bytes, a 64-bit
         address, its value read by one instruction only."""
@@ -204,10 +271,12 @@ class _Converter:
         if self.in_inner_loop(store_at):
             return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
         if not self.cfg.dominates(self.cfg.block_of[store_at], self.cfg.block_of[self.found.filled]):
-            return (
-                f"{store.mnemonic} at line {line} is skipped on some paths of a trip: a byte it skips would hold "
-                "the value of S trips before, not of the trip before"
-            )
+            if (branch := self.deciding_branch(store_at)) is not None:
+                return (
+                    f"{store.mnemonic} at line {line} is skipped on some paths of a trip, decided by a branch at line "
+                    f"{branch} that may go another way on another trip: a byte it skips would hold the value of S "
+                    "trips before, not of the trip before"
+                )
         if not self.invariant(store_at):
             return (
                 f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
