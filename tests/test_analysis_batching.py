@@ -95,7 +95,8 @@ def test_pairs_and_uniform_registers_are_named_at_their_width():
     @P0 BRA `(.L_x_0) ;
 """
     assert loops(text)[0].in_flight == 1
-    assert loops(text.replace("R4.64", "R4"))[0].in_flight == 2
+    assert loops(text.replace("desc[UR4][R4.64]", "[R4]"))[0].in_flight == 1  # `.E`: 64-bit addresses
+    assert loops(text.replace("LDG.E R6, desc[UR4][R4.64]", "LDS R6, [R4]"))[0].in_flight == 2
 
 
 def test_writing_a_register_in_flight_waits_for_the_load():

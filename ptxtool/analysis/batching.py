@@ -27,7 +27,17 @@ import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ptxtool.toolchain.sass import ListingLine, SassOp, parse_op
+from ptxtool.toolchain.sass import (
+    _BRANCHES,
+    _ENDS,
+    _INDIRECT,
+    _TARGET,
+    CLASSES,
+    TENSOR_CORE,
+    ListingLine,
+    SassOp,
+    parse_op,
+)
 
 # Memory reads whose result lands in general registers through the scoreboard: global, shared (and ldmatrix's
 # LDSM), local and generic. Not counted: constant-bank reads (LDC, ULDC: kernel parameters and constants ptxas
@@ -35,15 +45,18 @@ from ptxtool.toolchain.sass import ListingLine, SassOp, parse_op
 # destination lists are masks the listing does not spell out), and async copies (LDGSTS, UBLKCP, UTMALDG: they write
 # shared memory, not registers, and are waited on through DEPBAR or mbarriers).
 LOADS = frozenset(("LDG", "LDS", "LDSM", "LDL", "LD"))
-STORES = frozenset(("STG", "STS", "STL", "ST", "STSM", "RED", "REDG", "ATOM", "ATOMG", "ATOMS"))
-PAIRED = frozenset(("DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET", "DMMA"))  # 64-bit arithmetic: pairs
-TENSOR = frozenset(("HMMA", "IMMA", "BMMA", "QMMA", "OMMA"))  # register operands of up to 4 registers each
+PAIRED = frozenset(("DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET", "RET", "CS2R", "BRX", "LEPC"))  # 64-bit: pairs
+EVERY_REGISTER = frozenset(range(255))  # what a call names: the callee may read or write any register (R0..R254)
 _BITS = {"64": 64, "128": 128, "256": 256}
 _LDSM_COUNT = {"2": 2, "4": 4}
-_REGISTER = re.compile(r"(?<![A-Za-z0-9_])R(\d+)(\.64)?(?![0-9])")
-_TARGET = re.compile(r"`\((\.L_\w+)\)")
-_JUMPS = frozenset(("BRA", "JMP", "BRX", "BRXU", "JMX", "JMXU"))
-_ENDS_BLOCK = _JUMPS | {"EXIT", "RET", "KILL"}
+_REGISTER = re.compile(r"(?<![A-Za-z0-9_])R(\d+)(\.64|\.U32)?(?![0-9])")
+_PREDICATE = re.compile(r"!?U?P(\d+|T)")
+_MMA = frozenset(("HMMA", "IMMA"))
+_ELEMENT_BITS = {"F16": 16, "BF16": 16, "TF32": 32, "S8": 8, "U8": 8, "E4M3": 8, "E5M2": 8, "S4": 4, "U4": 4}
+_WIDE_ADDRESSES = frozenset(("E", "BA"))  # an access with 64-bit addresses: `LDG.E R4, [R2]` reads R2, R3
+_CONVERSIONS = frozenset(("F2F", "F2I", "I2F", "I2I", "F2FP", "I2FP"))
+_JUMPS = _BRANCHES | _INDIRECT
+_ENDS_BLOCK = _JUMPS | _ENDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +73,14 @@ class SassLoop:
     inner: bool
 
 
-def _registers(operand: str, width: int) -> set[int]:
-    """The registers an operand names: `R4` with `width` 2 is R4, R5; `R4.64` is a pair whatever `width` says."""
+def _registers(operand: str, width: int, pairs: bool = False) -> set[int]:
+    """The registers an operand names: `R4` with `width` 2 is R4, R5; `R4.64` (or any `R4` where `pairs`, but
+    `R4.U32`) is a pair whatever `width` says."""
     out: set[int] = set()
     for match in _REGISTER.finditer(operand):
-        first = int(match.group(1))
-        out.update(range(first, first + (2 if match.group(2) else width)))
+        first, suffix = int(match.group(1)), match.group(2) or ""
+        count = 2 if suffix == ".64" or (pairs and suffix != ".U32") else width
+        out.update(range(first, first + count))
     return out
 
 
@@ -83,50 +98,108 @@ def _operands(op: SassOp) -> list[str]:
     return [p for p in parts if p]
 
 
-def _access_width(op: SassOp) -> int:
-    """Registers a load's or store's data covers: `.64` 2, `.128` 4, `.256` 8; `LDSM.16.M88.4` 4."""
+def _widths(op: SassOp, operands: list[str]) -> list[int]:
+    """Registers each operand covers (an address counts alone: `_registers` reads its `.64`)."""
+    kinds = [m for m in op.modifiers if m[:1] in "FSU" and m[1:] in ("16", "32", "64")]
+    regs = [n for n, o in enumerate(operands) if _REGISTER.search(o)]
+    if op.mnemonic in _CONVERSIONS:  # the destination's type, then the source's (each 32-bit unless given)
+        out_type, in_type = _conversion_types(op.mnemonic, kinds)
+        return [2 if (out_type if regs and n == regs[0] else in_type) == "64" else 1 for n in range(len(operands))]
+    if "WIDE" in op.modifiers:  # IMAD.WIDE d, [carry-out,] a, b, c[, carry-in]: d and c are pairs
+        addend = 4 if len(operands) > 1 and _PREDICATE.fullmatch(operands[1]) else 3
+        return [2 if n in (0, addend) else 1 for n in range(len(operands))]
+    if op.mnemonic in _MMA and (mma := _mma_widths(op)):
+        return [mma[min(n, 3)] for n in range(len(operands))]
+    if op.mnemonic == "IMAD" and "HI" in op.modifiers and len(operands) > 4:  # d, carry-out, a, b, c: c is 64-bit
+        return [2 if regs and n == regs[-1] else 1 for n in range(len(operands))]
+    if shape := next((m for m in op.modifiers if re.fullmatch(r"64x\d+x\d+", m)), None):  # warpgroup MMA
+        accumulators = int(shape.split("x")[1]) // (4 if "F16" in op.modifiers[1:2] else 2)
+        return [accumulators if regs and n in (regs[0], regs[-1]) else 4 for n in range(len(operands))]
     if op.mnemonic in ("LDSM", "STSM"):
-        return next((_LDSM_COUNT[m] for m in op.modifiers if m in _LDSM_COUNT), 1)
-    return max((_BITS[m] // 32 for m in op.modifiers if m in _BITS), default=1)
+        width = next((_LDSM_COUNT[m] for m in op.modifiers if m in _LDSM_COUNT), 1)
+    elif op.mnemonic in TENSOR_CORE:  # a shape this does not read: the most an operand of any takes
+        width = 4
+    elif op.mnemonic in CLASSES["texture"]:  # coordinates and results in register pairs
+        width = 2
+    elif op.mnemonic in PAIRED and "32" not in op.modifiers:
+        width = 2
+    elif op.mnemonic != "SHF" and any(k.endswith("64") for k in kinds):  # SHF.L.U64 takes two 32-bit halves
+        width = 2
+    else:
+        counts = [_BITS[m] // 32 for m in op.modifiers if m in _BITS]
+        counts += [
+            int(x[1]) * int(x[2]) // 32 for m in op.modifiers if (x := re.fullmatch(r"[A-Z]+(\d+)?x(\d+)", m)) if x[1]
+        ]
+        counts += [int(m[1:]) for m in op.modifiers if re.fullmatch(r"x\d+", m)]
+        width = max(counts, default=1)
+    return [1 if "[" in o else width for o in operands]
+
+
+def _mma_widths(op: SassOp) -> tuple[int, int, int, int] | None:
+    """Registers of D, A, B, C of a warp-level MMA (`HMMA.16816.F32.BF16`: m16 n8 k16, F32 accumulators, 16-bit
+    inputs: 4, 4, 2, 4), from its shape and types; None for a shape this does not read (`DMMA.884`)."""
+    shape = next((m for m in op.modifiers if m.isdigit()), "")
+    m = 16 if shape.startswith("16") else 8 if shape.startswith("8") else 0
+    n = 8 if shape[len(str(m)) :].startswith("8") else 0
+    k = int(shape[len(str(m)) + 1 :] or 0)
+    types = [t for t in op.modifiers[1:] if not t.isdigit() and t not in ("SAT", "ROW", "COL")]
+    if not (m and n and k) or op.mnemonic not in ("HMMA", "IMMA"):
+        return None
+    accumulator = 32 if op.mnemonic == "IMMA" or types[:1] != ["F16"] else 16
+    inputs = types[0] if op.mnemonic == "IMMA" else types[1] if len(types) > 1 else "F16"
+    bits = _ELEMENT_BITS.get(inputs)
+    if bits is None:
+        return None
+    d = m * n * accumulator // 1024
+    return d, m * k * bits // 1024, n * k * bits // 1024, d
+
+
+def _conversion_types(mnemonic: str, kinds: list[str]) -> tuple[str, str]:
+    """The bit widths of a conversion's destination and source: `F2F.F64.F32` is (64, 32); a lone type names the
+    side of its kind (`I2F.F64`: the float destination; `F2I.F64`: the float source)."""
+    if len(kinds) >= 2:
+        return kinds[0][1:], kinds[1][1:]
+    if not kinds:
+        return "32", "32"
+    out_kind = "F" if mnemonic in ("I2F", "F2F") else "SU"
+    return (kinds[0][1:], "32") if kinds[0][0] in out_kind else ("32", kinds[0][1:])
 
 
 def written(op: SassOp) -> set[int]:
     """The registers a load writes: its data width, split over the register operands before its address."""
     operands = _operands(op)
     address = next((n for n, o in enumerate(operands) if "[" in o), len(operands))
-    data = [o for o in operands[:address] if _REGISTER.match(o)]
-    width = max(1, _access_width(op) // max(1, len(data)))
-    return set().union(set(), *(_registers(o, width) for o in data))
+    data = [n for n, o in enumerate(operands[:address]) if _REGISTER.match(o)]
+    if not data:
+        return set()
+    width = max(1, _widths(op, operands)[data[0]] // len(data))  # `.256` over two destinations: 4 each
+    return set().union(*(_registers(operands[n], width) for n in data))
 
 
 def named(op: SassOp) -> set[int]:
-    """Every general register an instruction names, read or written (`RZ` is none), at the widths it uses them."""
+    """Every general register an instruction names, read or written (`RZ` is none), at the widths it uses them:
+    modifiers give them (`.64`, `.128`, `.F64`, `.U64`, `LDSM`'s `.4`), 64-bit arithmetic uses pairs, an address
+    is a pair where written `R2.64` or where the access has 64-bit addresses (`.E`), a call names every register."""
+    if op.mnemonic == "CALL":
+        return set(EVERY_REGISTER)
     operands = _operands(op)
-    if op.mnemonic in LOADS | STORES:
-        width = _access_width(op)
-        return set().union(set(), *(_registers(o, 1 if "[" in o else width) for o in operands))
-    if op.mnemonic in TENSOR:
-        return set().union(set(), *(_registers(o, 4) for o in operands))
-    if op.mnemonic in PAIRED:
-        return set().union(set(), *(_registers(o, 2) for o in operands))
-    if "WIDE" in op.modifiers:  # IMAD.WIDE d, a, b, c: d and c are pairs
-        regs = [n for n, o in enumerate(operands) if _REGISTER.search(o)]
-        pairs = {regs[0], regs[-1]} if regs else set()
-        return set().union(set(), *(_registers(o, 2 if n in pairs else 1) for n, o in enumerate(operands)))
-    return set().union(set(), *(_registers(o, 1) for o in operands))
+    addresses = [n for n, o in enumerate(operands) if "[" in o]
+    wide = addresses[-1] if addresses and not _WIDE_ADDRESSES.isdisjoint(op.modifiers) else None  # the global one
+    widths = _widths(op, operands)
+    return set().union(set(), *(_registers(o, widths[n], n == wide) for n, o in enumerate(operands)))
 
 
 def in_flight(ops: Sequence[SassOp], counted: Callable[[SassOp], bool] = lambda op: True) -> int:
     """The most counted loads in flight at once over the second of two straight-line runs through `ops` (module
     docstring); loads `counted` rejects are not counted, though instructions naming their registers still wait."""
-    pending: dict[int, int] = {}  # register -> the counted load in flight that writes it
+    pending: dict[int, tuple[int, int]] = {}  # register -> the counted load in flight that writes it (trip, index)
     best = 0
     for trip in (0, 1):
         for n, op in enumerate(ops):
             landed = {pending[r] for r in named(op) if r in pending}
             pending = {r: load for r, load in pending.items() if load not in landed}
             if op.mnemonic in LOADS and counted(op):
-                pending.update(dict.fromkeys(written(op), n))
+                pending.update(dict.fromkeys(written(op), (trip, n)))
             if trip:
                 best = max(best, len(set(pending.values())))
     return best
@@ -147,7 +220,7 @@ def _blocks(ops: Sequence[SassOp], labels: dict[str, int]) -> tuple[list[int], l
             out |= {b + 1} if b + 1 < len(starts) else set()
         if last.predicate != "@!PT" and last.mnemonic in _JUMPS:
             target = _TARGET.search(last.operands)
-            known = labels.get(target.group(1)) if target and last.mnemonic in ("BRA", "JMP") else None
+            known = labels.get(target.group(1)) if target and last.mnemonic in _BRANCHES else None
             heads = [known] if known is not None else list(labels.values())
             out |= {block_at[h] for h in heads if h in block_at}
         successors.append(out)
