@@ -4,10 +4,14 @@ sums: 8; a chain where each load's address needs the previous load: 1)."""
 
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from ptxtool.analysis.batching import in_flight, listing_of, named, sass_loops, written
-from ptxtool.toolchain.sass import ListingLine, parse_op
+from ptxtool.toolchain.sass import CLASSES, ListingLine, parse_op
 
 
 def loops(text: str, counted_lines=None):
@@ -86,6 +90,20 @@ def test_pairs_and_uniform_registers_are_named_at_their_width():
     assert named(parse_op("STG.E.64 desc[UR6][R2.64], R4")) == {2, 3, 4, 5}
     assert named(parse_op("ISETP.GE.U32.AND P0, PT, R7.reuse, UR8, PT")) == {7}  # UR8 is no general register
     assert named(parse_op("S2R R3, SR_TID.X")) == {3}
+    assert named(parse_op("LDG.E.SYS R4, [R2+0x10]")) == {2, 3, 4}  # `.E`: a 64-bit address without `.64`
+    assert named(parse_op("LDGSTS.E [R7], desc[UR6][R2.64]")) == {7, 2, 3}  # the shared address is 32-bit
+    assert named(parse_op("F2F.F64.F32 R4, R2")) == {4, 5, 2}  # destination type, then source type
+    assert named(parse_op("F2I.F64.TRUNC R2, R6")) == {2, 6, 7}  # a lone float type is F2I's source
+    assert named(parse_op("I2F.F64 R6, R3")) == {6, 7, 3}  # and I2F's destination
+    assert named(parse_op("ISETP.GE.U64.AND P0, PT, R8, R6, PT")) == {6, 7, 8, 9}
+    assert named(parse_op("SHF.L.U64.HI R4, R4, 0x8, R5")) == {4, 5}  # a funnel shift of two 32-bit halves
+    assert named(parse_op("IMAD.WIDE.U32 R6, P0, R13, 0x4, R4")) == {6, 7, 13, 4, 5}  # carry out: addend 4th
+    assert named(parse_op("IMAD.WIDE R2, R2, R3, c[0x0][0x160]")) == {2, 3}
+    hmma = named(parse_op("HMMA.16816.F32.BF16 R4, R8, R12, R16"))  # m16n8k16: D 4, A 4, B 2, C 4 registers
+    assert hmma == {*range(4, 8), *range(8, 12), 12, 13, *range(16, 20)}
+    assert named(parse_op("HMMA.1684.F32.TF32 R4, R8, R6, RZ")) == {*range(4, 8), 8, 9, 6}
+    assert named(parse_op("HGMMA.64x64x16.F32 R24, gdesc[UR4], R24")) == set(range(24, 56))
+    assert named(parse_op("CALL.REL.NOINC `(f)")) == set(range(255))  # the callee may read any register
     # a pair read through `Rn.64` waits for a load of its upper half
     text = """
 .L_x_0:
@@ -272,3 +290,72 @@ def test_on_ptxas_output(ptxas, batched, expected, first_four):
     loads = [n for n, line in enumerate(text.splitlines(), 1) if "ld.global" in line]
     (four,) = [loop for loop in sass_loops(sass, loads[:4]) if loop.loads]  # the PTX lines of the first 4 loads
     assert (four.loads, four.in_flight) == (4, first_four)
+
+
+# ---------------------------------------------------------------- the operand widths against nvdisasm's own
+
+_ROW = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(.*?)\s*;\s*//\s*\|(.*)\|\s*$")
+ORACLE_PTX = [
+    "ptx/gemm_smem.sm90.ptx",
+    "ptx/tensorcore.sm80.ptx",
+    "ptx/control.sm80.debug.ptx",
+    "ptx/texture.sm80.ptx",
+    "triton/matmul.sm80.ptx",
+    "triton36/flash_fwd.sm90a.ptx",
+    "triton36/matmul_fp8.sm90a.ptx",
+    "triton36/atomic_cas_lock.sm90a.ptx",
+    "fresh/clang.k.sm75.O1g.ptx",
+    "fresh/nvcc.k07_wmma.sm80.ptx",
+]
+
+
+def life_range_registers(cubin: bytes) -> list[tuple[str, set[int]]]:
+    """Each instruction's text and the general registers `nvdisasm -plr -lrm narrow` marks it using or defining
+    (`v`, `^`, `x` in the GPR columns, numbered by the header's rows of digits)."""
+    from ptxtool.toolchain.discover import find_tool, run_tool
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "code.cubin"
+        path.write_bytes(cubin)
+        text = run_tool(find_tool("nvdisasm"), ["-c", "-plr", "-lrm", "narrow", str(path)]).stdout
+    out, digits, columns = [], [], {}
+    for raw in text.splitlines():
+        if row := _ROW.match(raw):
+            cell = row.group(2).split("|")[0]
+            out.append((row.group(1), {columns[c] for c, mark in enumerate(cell) if mark in "v^x" and c in columns}))
+        elif "//" in raw and len(cells := raw.split("//", 1)[1].split("|")) > 2 and re.search(r"\d", cells[1]):
+            if re.fullmatch(r"[\s#\d]*", cells[1]):
+                digits.append(cells[1].replace("#", " "))
+            if "#" in cells[1]:  # the units row ends the header: column -> register number
+                columns = {
+                    c: int("".join(row[c] if c < len(row) and row[c].isdigit() else "0" for row in digits))
+                    for c in range(len(cells[1]))
+                    if cells[1][c].isdigit()
+                }
+                digits = []
+    return out
+
+
+@pytest.mark.parametrize("name", ORACLE_PTX)
+def test_named_registers_cover_what_nvdisasm_marks(ptxas, name: str) -> None:
+    """On ptxas's SASS of real kernels (GEMMs with LDSM/HMMA/HGMMA, FP64 and 64-bit integer code, atomics, calls,
+    old-style `.E` addresses), every register nvdisasm's life ranges mark an instruction using or defining is one
+    `named` gives it: a register it missed would keep a load in flight past the instruction that waits for it.
+    Texture fetches are left out (their 3-D coordinates are not modelled)."""
+    from conftest import CORPUS, target_arch
+
+    from ptxtool.toolchain.compile import compile_ptx
+
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    text = path.read_text()
+    cubin = compile_ptx(text, name, target_arch(text)).cubin
+    rows = life_range_registers(cubin)
+    assert rows, "nvdisasm printed no life ranges"
+    missed = [
+        (t, sorted(marked - named(parse_op(t))))
+        for t, marked in rows
+        if marked - named(parse_op(t)) and parse_op(t).mnemonic not in CLASSES["texture"]
+    ]
+    assert not missed, missed[:5]
