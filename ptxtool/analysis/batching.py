@@ -5,17 +5,17 @@ waits out each load's latency on its own.
 
 Definitions (docs/warp-roles.md, "Loads in flight"):
 
-- A **loop** is a backward branch: a `BRA` (not `@!PT`) whose target label is at or before it; its body is the
-  instructions from the target to the branch, in address order. Its **own body** leaves out the bodies of the loops
-  nested in it (a loop whose range lies inside another's); loads there are the inner loop's.
+- A **loop** is a natural loop of the listing's control flow: a branch to a block that dominates it (a back edge),
+  with the blocks that reach the branch without passing that block. The out-of-line retry of an mbarrier wait, which
+  jumps back into its loop, is part of the loop and no loop itself. A loop's **own body** is its blocks less those
+  of the loops nested in it, in address order.
 - A **load** is an instruction of `LOADS`: a memory read into registers, whose result arrives after a latency the
   hardware waits for by register scoreboard. Its destination covers 1, 2, 4 or 8 registers (`.64`, `.128`, `.256`;
   `LDSM` `.2`, `.4`), split evenly over its destination operands.
 - A load is **in flight** from its issue until the first later instruction that names a register it writes: reading
   it needs the value, and writing it must wait for the load (else the load would overwrite the newer value).
-  A later instruction names the registers of its operands, `Rn.64` and the operands of 64-bit arithmetic (`D*`,
-  `.WIDE`) as register pairs, a memory instruction's data operand at its access width, tensor-core operands as 4
-  registers each (their widths depend on the shape: the most any takes).
+  `named` says which registers an instruction names, at the widths its modifiers, types, address form and MMA shape
+  give them (checked against nvdisasm's own life ranges in the tests); a call names every register.
 - **Loads in flight** of a loop: the most loads in flight at once while its own body runs in straight-line order,
   counted on the second of two trips through it, so loads a trip issues for the next one (ptxas's software
   pipelining) count, and a load whose register the next trip's copy writes ends there.
@@ -50,6 +50,7 @@ EVERY_REGISTER = frozenset(range(255))  # what a call names: the callee may read
 _BITS = {"64": 64, "128": 128, "256": 256}
 _LDSM_COUNT = {"2": 2, "4": 4}
 _REGISTER = re.compile(r"(?<![A-Za-z0-9_])R(\d+)(\.64|\.U32)?(?![0-9])")
+_VECTOR = re.compile(r"(?:[A-Z]+(\d+))?x(\d+)")
 _PREDICATE = re.compile(r"!?U?P(\d+|T)")
 _MMA = frozenset(("HMMA", "IMMA"))
 _ELEMENT_BITS = {"F16": 16, "BF16": 16, "TF32": 32, "S8": 8, "U8": 8, "E4M3": 8, "E5M2": 8, "S4": 4, "U4": 4}
@@ -126,11 +127,8 @@ def _widths(op: SassOp, operands: list[str]) -> list[int]:
     elif op.mnemonic != "SHF" and any(k.endswith("64") for k in kinds):  # SHF.L.U64 takes two 32-bit halves
         width = 2
     else:
-        counts = [_BITS[m] // 32 for m in op.modifiers if m in _BITS]
-        counts += [
-            int(x[1]) * int(x[2]) // 32 for m in op.modifiers if (x := re.fullmatch(r"[A-Z]+(\d+)?x(\d+)", m)) if x[1]
-        ]
-        counts += [int(m[1:]) for m in op.modifiers if re.fullmatch(r"x\d+", m)]
+        counts = [_BITS[m] // 32 for m in op.modifiers if m in _BITS]  # `.128`; vectors: `.F16x4` 2, `.x4` 4
+        counts += [int(v[1] or 32) * int(v[2]) // 32 for m in op.modifiers if (v := _VECTOR.fullmatch(m))]
         width = max(counts, default=1)
     return [1 if "[" in o else width for o in operands]
 
