@@ -304,6 +304,7 @@ ORACLE_PTX = [
     "triton36/flash_fwd.sm90a.ptx",
     "triton36/matmul_fp8.sm90a.ptx",
     "triton36/atomic_cas_lock.sm90a.ptx",
+    "triton36ws/attn_tma_ws.sm90a.ptx",
     "fresh/clang.k.sm75.O1g.ptx",
     "fresh/nvcc.k07_wmma.sm80.ptx",
 ]
