@@ -131,6 +131,24 @@ def test_writing_a_register_in_flight_waits_for_the_load():
     assert loops(text.replace("MOV R4, RZ", "MOV R7, RZ"))[0].in_flight == 3
 
 
+def test_a_cta_barrier_completes_shared_loads_not_global_ones():
+    # ptxas gives a shared load read only after a BAR.SYNC no scoreboard: the barrier completes it
+    text = """
+.L_x_0:
+    LDG.E R4, desc[UR4][R2.64] ;
+    LDS R5, [R9] ;
+    LDSM.16.M88.2 R6, [R9+0x10] ;
+    BAR.SYNC.DEFER_BLOCKING 0x0 ;
+    LDS R8, [R9+0x4] ;
+    FADD R0, R4, R5 ;
+    FADD R0, R0, R6 ;
+    FADD R0, R0, R8 ;
+    @P0 BRA `(.L_x_0) ;
+"""
+    assert loops(text)[0].in_flight == 3  # before the barrier; after it, the global load and one shared load
+    assert loops(text.replace("BAR.SYNC.DEFER_BLOCKING 0x0", "BAR.ARV 0x1, 0x40"))[0].in_flight == 4
+
+
 def test_loads_for_the_next_trip_count():
     # software pipelined: the loads at the end of a trip are read at the start of the next one
     text = """

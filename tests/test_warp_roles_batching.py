@@ -34,14 +34,24 @@ def _four_loads(batched: bool) -> str:
     return STAGED.replace(COMPUTE, body).replace("%f<6>", "%f<8>").replace("tile[512]", "tile[544]")
 
 
+# The compute part also reads a read-only global value per trip: ptxas unrolls the input's loop 4 times and issues
+# the 4 trips' global loads ahead, across the barriers; the consumers' loop, one trip per mbarrier wait, cannot.
+GLOBAL_TOO = STAGED.replace(
+    COMPUTE,
+    COMPUTE.replace(
+        "fma.rn.f32 \t%f1, %f3, 0f3F000000", "ld.global.nc.f32 \t%f4, [%rd5+4];\n\tfma.rn.f32 \t%f1, %f3, %f4"
+    ),
+)
+
+
 @pytest.mark.parametrize(
     ("text", "before", "after"),
-    [(STAGED, 1, 1), (_four_loads(True), 4, 4), (_four_loads(False), 4, 1)],
-    ids=["staged", "four-batched", "four-chained"],
+    [(STAGED, 1, 1), (_four_loads(True), 4, 4), (_four_loads(False), 1, 1), (GLOBAL_TOO, 5, 2)],
+    ids=["staged", "four-batched", "four-chained", "global-too"],
 )
 def test_planted_kernels_report_their_loads_in_flight(ptxas, text: str, before: int, after: int) -> None:
-    """Four chained loads: ptxas unrolls the input's loop 4 times and leaves each trip's last load in flight until
-    the sums after the fourth trip (4); the consumers' loop, one trip per mbarrier wait, is not unrolled (1)."""
+    """Chained loads stay 1 in flight; with a global load in the compute part the input's unrolled loop keeps the 4
+    trips' global loads and a shared one in flight (5), the consumers' loop one of each (2)."""
     result = execute(Options(passes=("warp-roles",)), Source("staged.ptx", text))
     assert result.verified and result.changed, result.problems
     assert result.checks.batching == [Batching("staged", before, after)]
@@ -60,10 +70,10 @@ def test_the_report_shows_before_and_after(ptxas, tmp_path: Path) -> None:
 
 def test_a_planted_fall_is_reported_loudly_and_the_split_kept(ptxas, tmp_path: Path) -> None:
     source, out = tmp_path / "staged.ptx", tmp_path / "out.ptx"
-    source.write_text(_four_loads(False))
+    source.write_text(GLOBAL_TOO)
     run = CliRunner().invoke(main, ["optimize", "--passes", "warp-roles", str(source), "-o", str(out)])
     assert run.exit_code == 0, run.output
-    assert "warning: staged: consumers' loads in flight per trip 4 -> 1 (ptxas batches them less" in run.output
+    assert "warning: staged: consumers' loads in flight per trip 5 -> 2 (ptxas batches them less" in run.output
     assert ".reqntid 256, 1, 1" in out.read_text()
 
 

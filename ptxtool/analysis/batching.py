@@ -15,7 +15,8 @@ Definitions (docs/warp-roles.md, "Loads in flight"):
 - A load is **in flight** from its issue until the first later instruction that names a register it writes: reading
   it needs the value, and writing it must wait for the load (else the load would overwrite the newer value).
   `named` says which registers an instruction names, at the widths its modifiers, types, address form and MMA shape
-  give them (checked against nvdisasm's own life ranges in the tests); a call names every register.
+  give them (checked against nvdisasm's own life ranges in the tests); a call names every register. A waiting CTA
+  barrier (`BAR.SYNC`, not `BAR.ARV`) also completes the shared loads before it (`SHARED_LOADS`).
 - **Loads in flight** of a loop: the most loads in flight at once while its own body runs in straight-line order,
   counted on the second of two trips through it, so loads a trip issues for the next one (ptxas's software
   pipelining) count, and a load whose register the next trip's copy writes ends there.
@@ -45,6 +46,10 @@ from ptxtool.toolchain.sass import (
 # destination lists are masks the listing does not spell out), and async copies (LDGSTS, UBLKCP, UTMALDG: they write
 # shared memory, not registers, and are waited on through DEPBAR or mbarriers).
 LOADS = frozenset(("LDG", "LDS", "LDSM", "LDL", "LD"))
+# Shared loads a waiting CTA barrier (`BAR.SYNC`, `BAR.RED`) completes: ptxas gives a shared load whose value is
+# read only after such a barrier no scoreboard at all (its control bits), while a global load keeps its scoreboard
+# across barriers.
+SHARED_LOADS = frozenset(("LDS", "LDSM"))
 PAIRED = frozenset(("DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET", "RET", "CS2R", "BRX", "LEPC"))  # 64-bit: pairs
 EVERY_REGISTER = frozenset(range(255))  # what a call names: the callee may read or write any register (R0..R254)
 _BITS = {"64": 64, "128": 128, "256": 256}
@@ -195,6 +200,8 @@ def in_flight(ops: Sequence[SassOp], counted: Callable[[SassOp], bool] = lambda 
     for trip in (0, 1):
         for n, op in enumerate(ops):
             landed = {pending[r] for r in named(op) if r in pending}
+            if op.mnemonic == "BAR" and "ARV" not in op.modifiers:  # a CTA barrier completes the shared loads
+                landed |= {load for r, load in pending.items() if ops[load[1]].mnemonic in SHARED_LOADS}
             pending = {r: load for r, load in pending.items() if load not in landed}
             if op.mnemonic in LOADS and counted(op):
                 pending.update(dict.fromkeys(written(op), (trip, n)))
