@@ -57,6 +57,7 @@ _LDSM_COUNT = {"2": 2, "4": 4}
 _REGISTER = re.compile(r"(?<![A-Za-z0-9_])R(\d+)(\.64|\.U32)?(?![0-9])")
 _VECTOR = re.compile(r"(?:[A-Z]+(\d+))?x(\d+)")
 _PREDICATE = re.compile(r"!?U?P(\d+|T)")
+_WARP_REGISTER_BITS = 32 * 32  # one register across a warp: 32 lanes of 32 bits holds that many bits of a fragment
 _MMA = frozenset(("HMMA", "IMMA"))
 _ELEMENT_BITS = {"F16": 16, "BF16": 16, "TF32": 32, "S8": 8, "U8": 8, "E4M3": 8, "E5M2": 8, "S4": 4, "U4": 4}
 _WIDE_ADDRESSES = frozenset(("E", "BA"))  # an access with 64-bit addresses: `LDG.E R4, [R2]` reads R2, R3
@@ -153,8 +154,8 @@ def _mma_widths(op: SassOp) -> tuple[int, int, int, int] | None:
     bits = _ELEMENT_BITS.get(inputs)
     if bits is None:
         return None
-    d = m * n * accumulator // 1024
-    return d, m * k * bits // 1024, n * k * bits // 1024, d
+    d = m * n * accumulator // _WARP_REGISTER_BITS
+    return d, m * k * bits // _WARP_REGISTER_BITS, n * k * bits // _WARP_REGISTER_BITS, d
 
 
 def _conversion_types(mnemonic: str, kinds: list[str]) -> tuple[str, str]:
