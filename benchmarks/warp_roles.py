@@ -132,10 +132,24 @@ def prepare(
             _assemble(path, arch)
             after = next(k.after for k in result.kernels if k.name == b.kernel)
             entry["splits"][variant] = {"block": _block(path, b.kernel), "registers": after.registers}
+            entry["splits"][variant]["loads_in_flight"] = loads_in_flight(result, b.kernel)
         manifest[name] = entry
         print(f"{name}: block {entry['block']} -> {json.dumps(entry['splits'])}; reference {entry['reference_block']}")
+        print(batching_column(name, entry))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def loads_in_flight(result, kernel: str) -> str:
+    """The consumers' loads in flight before -> after, as `optimize` verified the split (`?`: no loop found)."""
+    found = [b for b in result.checks.batching if b.kernel == kernel]
+    return " -> ".join("?" if n is None else str(n) for n in (found[0].before, found[0].after)) if found else "?"
+
+
+def batching_column(name: str, entry: dict) -> str:
+    """One row per split: the consumers' loads in flight per trip, input -> split (docs/warp-roles.md)."""
+    splits = entry["splits"].items()
+    return "\n".join(f"  {name} {v:10} loads in flight {s['loads_in_flight']}" for v, s in splits if "block" in s)
 
 
 # ---------------------------------------------------------------- on the GPU
