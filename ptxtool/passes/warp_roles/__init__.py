@@ -54,7 +54,7 @@ from ptxtool.syntax import ast
 
 NAME = "warp-roles"
 VARIANTS = ("split", "pipeline")
-OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
+OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
 SETMAXNREG_PROOF = ("USETMAXREG",)  # and of setmaxnreg, where the split moves registers between the roles

@@ -15,9 +15,11 @@ RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
 
 
 def own_label(prefix: str, name: str) -> str:
-    """The pass's copy of label `name` under `prefix`, one-to-one over PTX labels: `$st` and `st` stay apart, and a
-    `%`-label (a `%` cannot follow the prefix) is marked by `$` where the others have `_`."""
-    return f"{prefix}${name[1:]}" if name.startswith("%") else f"{prefix}_{name}"
+    """The pass's copy of label `name` under `prefix` (`$__wr_p`), one to one over PTX labels: `$L` -> `$__wr_pL`
+    (nvcc's labels keep their look), `L` -> `$$__wr_pL`, `%L` -> `$$__wr_p$L`, so `$st` and `st` stay apart."""
+    if name.startswith("$"):
+        return f"{prefix}{name[1:]}"
+    return f"${prefix}${name[1:]}" if name.startswith("%") else f"${prefix}{name}"
 
 
 def statements(body: str, target: Target | str = "sm_90") -> tuple[ast.Statement, ...]:

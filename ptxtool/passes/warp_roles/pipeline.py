@@ -178,13 +178,13 @@ def pipelined(
             if at is None:
                 return None
             if lo < at < found.filled:
-                return own_label(f"$__wr_q{j}", text)
+                return own_label(f"$__wr_q{j}_", text)
             if at == found.filled:
                 return f"$__wr_staged{j}"
             if at == lo:
                 return f"$__wr_cont{j}"
             if found.released < at < hi:
-                return own_label(f"$__wr_q{j}", text)
+                return own_label(f"$__wr_q{j}_", text)
             return f"$__wr_stop{j}"  # out of the loop: the ahead copy has no more trips
 
         out = list(
