@@ -167,3 +167,14 @@ def test_trip_variant_guard_is_refused(condition: str) -> None:
     out, report = warp_roles(parse(text), RoleSettings(variant="pipeline"))
     assert not report.rewrites, "pipelined a store skipped on some trips only"
     assert "may go another way on another trip" in report.skipped[0].reason, report.skipped
+
+
+@pytest.mark.parametrize("variant", ["split", "pipeline"])
+def test_generic_staging_read_of_a_flag_the_loop_writes_locally(variant: str) -> None:
+    """LOCAL_FLAG with the staging part's flag read through a generic ld (it may be the local flag): refused."""
+    from test_breakpipe import LOCAL_FLAG
+
+    text = LOCAL_FLAG.replace("\tld.local.u32 \t%r15, [%rd9];\n", "\tld.u32 \t%r15, [%rd9];\n", 1)
+    assert text != LOCAL_FLAG
+    _, report = warp_roles(parse(text), RoleSettings(variant=variant))
+    assert not report.rewrites and "reads local memory the loop may write" in report.skipped[0].reason

@@ -519,11 +519,11 @@ def _regions(
     for op in ops[staging.start : tail.stop]:
         where = part(op.index)
         i = op.instruction
-        if where == "staging" and local_writes and _reads(i, "local"):
+        if where == "staging" and local_writes and (_reads(i, "local") or _reads(i, "generic")):
             return Refusal(
                 name,
                 op.line,
-                f"the staging part reads local memory the loop writes at line {local_writes[0].line} ({ahead} "
+                f"the staging part reads local memory the loop may write at line {local_writes[0].line} ({ahead} "
                 "running ahead would read it before the trips that write it)",
             )
         if isa.effects(i) & Effect.BRANCH:
