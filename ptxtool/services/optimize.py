@@ -362,8 +362,7 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
             split = {f.name: f for f in optimized.kernels}
             for r in reports[0].rewrites:
                 opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
-                moved = _moves_registers(split[r.kernel])
-                proof = warp_roles.SASS_PROOF + (warp_roles.SETMAXNREG_PROOF if moved else ())
+                proof = warp_roles.sass_proof(split[r.kernel])
                 missing = [m for m in proof if m not in opcodes]
                 if missing:
                     said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
@@ -464,11 +463,6 @@ def _keep_verified(
         dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
-
-
-def _moves_registers(function: ast.Function) -> bool:
-    """The split moved registers between the roles (setmaxnreg): ptxas ignores it silently unless it can count them."""
-    return function.body is not None and any(i.opcode == "setmaxnreg" for i in ast.instructions(function.body))
 
 
 def _failure(path: str, message: str, code: str, line: int = 0, column: int = 0, **properties: Any) -> Diagnostic:
