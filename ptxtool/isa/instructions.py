@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ptxtool.isa import caching
 from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, OPERAND_FORMS, REMOVED, SPECIAL_REGISTERS
@@ -73,7 +74,11 @@ def _split(instr: Instr) -> tuple[str, tuple[str, ...]]:
 
 def family(instr: Instr) -> str | None:
     """The table row an instruction belongs to: the longest `opcode.mod...` prefix that names one."""
-    opcode, mods = _split(instr)
+    return _family(*_split(instr))
+
+
+@lru_cache(4096)  # the tables never change and a file repeats few spellings; analyses ask about each one many times
+def _family(opcode: str, mods: tuple[str, ...]) -> str | None:
     for n in range(len(mods), -1, -1):
         key = ".".join((opcode, *mods[:n]))
         # a last modifier with a `::` qualifier may name its row without it: tcgen05.fence::before_thread_sync
@@ -181,10 +186,16 @@ def _address_like(operands: tuple[ast.Operand, ...]) -> Iterator[ast.Address]:
 
 def effects(instr: ast.Instruction) -> Effect:
     """The family's side effects, plus COLLECTIVE for `.aligned` forms and FENCE for ordered/volatile accesses."""
-    out = lookup(instr).effects
-    if "aligned" in instr.modifiers:
+    return _effects(instr.opcode, instr.modifiers)
+
+
+@lru_cache(4096)
+def _effects(opcode: str, mods: tuple[str, ...]) -> Effect:
+    key = _family(opcode, mods)
+    out = OPCODES[key].effects if key else WORST_CASE  # lookup()'s worst case for an unknown opcode
+    if "aligned" in mods:
         out |= Effect.COLLECTIVE
-    if caching.ORDERING.intersection(instr.modifiers):
+    if caching.ORDERING.intersection(mods):
         out |= Effect.FENCE
     return out
 

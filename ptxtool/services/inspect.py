@@ -36,13 +36,17 @@ from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
 from ptxtool.toolchain.sass import (
+    ListingLine,
     LiveCount,
     SassInstruction,
     SassStats,
     disassemble,
+    instructions,
+    life_ranges,
+    listing,
     live_by_line,
-    live_registers,
     statistics,
+    with_lines,
 )
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
@@ -242,23 +246,31 @@ def kernel_pressure(
 @dataclass(frozen=True)
 class Built:
     """What the tools made of one source: ptxas's build, its SASS instructions, and with pressure the registers
-    live at each SASS instruction. With pressure the one build is a `-lineinfo` build, so the SASS maps to PTX
-    lines (line info changes neither ptxas's code nor its resources, so the other numbers are those of a plain
-    build)."""
+    live at each SASS instruction and the `-gp` listing they were placed with. With pressure the one build is a
+    `-lineinfo` build, so the SASS maps to PTX lines (line info changes neither ptxas's code nor its resources, so
+    the other numbers are those of a plain build), and the instructions are read from the listing."""
 
     compiled: Compiled
     sass: dict[str, list[SassInstruction]]
     live: dict[str, list[LiveCount]] | None = None
+    listing: dict[str, list[ListingLine]] | None = None
 
 
 def build(source: Source, arch: str, options: Options) -> Built:
-    """Run ptxas once, then nvdisasm's listings side by side (threads: the tools run while Python waits)."""
+    """Run ptxas once, then nvdisasm (`disassembled`)."""
     compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=options.pressure)
+    return disassembled(compiled, options)
+
+
+def disassembled(compiled: Compiled, options: Options) -> Built:
+    """nvdisasm's outputs for a build: `-json` alone; with pressure, the `-gp` listing and the life ranges side by
+    side (threads: the tools run while Python waits), the listing giving the instructions too."""
     if not options.pressure:
         return Built(compiled, disassemble(compiled.cubin))
-    with ThreadPoolExecutor(2) as pool:
-        live = pool.submit(live_registers, compiled.cubin)
-        return Built(compiled, disassemble(compiled.cubin), live.result())
+    with ThreadPoolExecutor(1) as pool:
+        ranges = pool.submit(life_ranges, compiled.cubin)
+        lines = listing(compiled.cubin, with_ptx_lines=True)
+        return Built(compiled, instructions(lines), with_lines(ranges.result(), lines), lines)
 
 
 def _pressures(

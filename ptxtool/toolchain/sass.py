@@ -11,7 +11,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -184,30 +184,43 @@ _TEXT_SECTION = re.compile(r"^\.text\.(\S+):")
 _COLUMNS = re.compile(r"//\s*\|(.*)\|\s*$")
 
 
-def live_registers(cubin: bytes) -> dict[str, list[LiveCount]]:
-    """Per function, the live-register counts at each SASS instruction. nvdisasm ignores line info when it prints
-    life ranges, so the PTX lines come from a second `-gp` listing, matched by address (needs a `-lineinfo` cubin)."""
-    lines = {
-        name: {entry.address: entry.ptx_line for entry in entries if entry.address is not None}
-        for name, entries in listing(cubin, with_ptx_lines=True).items()
-    }
+def life_ranges(cubin: bytes) -> dict[str, list[LiveCount]]:
+    """Per function, the live-register counts at each SASS instruction (`nvdisasm -plr -lrm count`), without PTX
+    lines: nvdisasm ignores line info when it prints life ranges (`with_lines` adds them from a `-gp` listing)."""
     out: dict[str, list[LiveCount]] = {}
     current: list[LiveCount] | None = None
-    where: dict[int, int] = {}
     fields: list[str | None] = []
     for raw in _nvdisasm(cubin, ["-c", "-plr", "-lrm", "count"]).splitlines():
         columns = _COLUMNS.search(raw)
         cells = [c.strip() for c in columns.group(1).split("|")] if columns else []
         if section := _TEXT_SECTION.match(raw):
-            current, where = out.setdefault(section.group(1), []), lines.get(section.group(1), {})
+            current = out.setdefault(section.group(1), [])
         elif "GPR" in cells:
             fields = [_LIVE_FIELDS.get(c) for c in cells]
         elif current is not None and columns and (address := _ADDRESS.match(raw)):
-            at = int(address.group(1), 16)
             counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
-            current.append(LiveCount(at, **counts, ptx_line=where.get(at, 0)))
+            current.append(LiveCount(int(address.group(1), 16), **counts))
     if any(out.values()) and "gpr" not in fields:
         raise EnvironmentProblem("nvdisasm -plr printed life ranges without the GPR column ptxtool reads")
+    return out
+
+
+def with_lines(counts: dict[str, list[LiveCount]], lines: dict[str, list[ListingLine]]) -> dict[str, list[LiveCount]]:
+    """The counts with the PTX line of each instruction, matched by address in a `-gp` listing of the same cubin."""
+    out = {}
+    for name, live in counts.items():
+        where = {entry.address: entry.ptx_line for entry in lines.get(name, ()) if entry.address is not None}
+        out[name] = [replace(c, ptx_line=where.get(c.address, 0)) for c in live]
+    return out
+
+
+def instructions(lines: dict[str, list[ListingLine]]) -> dict[str, list[SassInstruction]]:
+    """Instructions per function read from a listing: the opcodes and guards of `disassemble` (one nvdisasm run
+    fewer where a caller has the listing anyway); operands as the listing spells them (`R1, R2`, not `R1,R2`)."""
+    out = {}
+    for name, entries in lines.items():
+        ops = [parse_op(e.text) for e in entries if e.address is not None]
+        out[name] = [SassInstruction(op.opcode, op.operands, op.predicate) for op in ops]
     return out
 
 
