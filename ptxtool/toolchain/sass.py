@@ -11,7 +11,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -139,7 +139,7 @@ class ListingLine:
 
 
 _SECTION = re.compile(r"^\.text\.(\S+):$")
-_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s*(.*?)\s*;?\s*$")
+_INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]+)\*/(.*)")  # linear: a lazy `(.*?)\s*;?\s*$` cost 15 us a line
 _PTX_LINE = re.compile(r'^\s*//## File "[^"]*", line (\d+)')
 _LABEL = re.compile(r"^(\.L_\w+):$")
 
@@ -150,18 +150,24 @@ def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
     functions: dict[str, list[ListingLine]] = {}
     current: list[ListingLine] | None = None
     line = 0
-    for raw in text.splitlines():
-        if section := _SECTION.match(raw):
+    for raw in text.splitlines():  # dispatched on how a line starts: a regex only where one can match
+        if raw.startswith(".text.") and (section := _SECTION.match(raw)):
             current = functions.setdefault(section.group(1), [])
             line = 0
-        elif current is None:
             continue
-        elif at := _PTX_LINE.match(raw):
-            line = int(at.group(1))
-        elif label := _LABEL.match(raw.strip()):
+        if current is None:
+            continue
+        stripped = raw.lstrip()
+        if stripped.startswith("/*"):
+            if instruction := _INSTRUCTION.match(raw):
+                text = instruction.group(2).strip()
+                text = text[:-1].rstrip() if text.endswith(";") else text
+                current.append(ListingLine(text, line, int(instruction.group(1), 16)))
+        elif stripped.startswith("//##"):
+            if at := _PTX_LINE.match(raw):
+                line = int(at.group(1))
+        elif stripped.startswith(".L_") and (label := _LABEL.match(raw.strip())):
             current.append(ListingLine(label.group(1) + ":"))
-        elif instruction := _INSTRUCTION.match(raw):
-            current.append(ListingLine(instruction.group(2), line, int(instruction.group(1), 16)))
     return functions
 
 
@@ -191,15 +197,18 @@ def life_ranges(cubin: bytes) -> dict[str, list[LiveCount]]:
     current: list[LiveCount] | None = None
     fields: list[str | None] = []
     for raw in _nvdisasm(cubin, ["-c", "-plr", "-lrm", "count"]).splitlines():
-        columns = _COLUMNS.search(raw)
-        cells = [c.strip() for c in columns.group(1).split("|")] if columns else []
-        if section := _TEXT_SECTION.match(raw):
+        if raw.startswith(".text.") and (section := _TEXT_SECTION.match(raw)):
             current = out.setdefault(section.group(1), [])
-        elif "GPR" in cells:
-            fields = [_LIVE_FIELDS.get(c) for c in cells]
-        elif current is not None and columns and (address := _ADDRESS.match(raw)):
-            counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
-            current.append(LiveCount(int(address.group(1), 16), **counts))
+        elif raw.lstrip().startswith("/*"):  # an instruction (the header and labels do not start so)
+            columns = _COLUMNS.search(raw)
+            if current is not None and columns and (address := _ADDRESS.match(raw)):
+                cells = [c.strip() for c in columns.group(1).split("|")]
+                counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
+                current.append(LiveCount(int(address.group(1), 16), **counts))
+        elif "GPR" in raw and (columns := _COLUMNS.search(raw)):
+            cells = [c.strip() for c in columns.group(1).split("|")]
+            if "GPR" in cells:
+                fields = [_LIVE_FIELDS.get(c) for c in cells]
     if any(out.values()) and "gpr" not in fields:
         raise EnvironmentProblem("nvdisasm -plr printed life ranges without the GPR column ptxtool reads")
     return out
@@ -210,7 +219,10 @@ def with_lines(counts: dict[str, list[LiveCount]], lines: dict[str, list[Listing
     out = {}
     for name, live in counts.items():
         where = {entry.address: entry.ptx_line for entry in lines.get(name, ()) if entry.address is not None}
-        out[name] = [replace(c, ptx_line=where.get(c.address, 0)) for c in live]
+        out[name] = [
+            LiveCount(c.address, c.gpr, c.predicates, c.uniform, c.uniform_predicates, where.get(c.address, 0))
+            for c in live
+        ]
     return out
 
 
