@@ -131,6 +131,15 @@ class _Builder:
             scope.exact[declarator.name] = Register(scope.key(declarator.name), declarator.name, kind, vector)
 
     def names(self, scope: _Scope, operand: ast.Operand) -> list[str]:
+        kind = type(operand)
+        if kind is ast.Immediate:  # the common cases first, without operand_names' generator
+            return []
+        if kind is ast.Name and operand.text != "_":
+            reg = scope.find(operand.text)
+            if reg is None:
+                return []
+            self.registers.setdefault(reg.key, reg)
+            return [reg.key]
         out = []
         for name in isa.operand_names(operand):
             reg = scope.find(name.text)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from math import prod
@@ -171,6 +171,15 @@ def _access_key(instruction: ast.Instruction) -> str:
     return ".".join(words) or "default"
 
 
+def _names(instruction: ast.Instruction) -> Iterator[str]:
+    """The text of every Name in an instruction: its guard's and its operands', however nested."""
+    for node in (instruction.guard, *instruction.operands):
+        if type(node) is ast.Name:
+            yield node.text
+        elif node is not None and type(node) is not ast.Immediate:  # a literal holds no name: no walk for it
+            yield from (n.text for n in ast.walk(node) if isinstance(n, ast.Name))
+
+
 def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration]) -> PtxFacts:
     """Facts about one kernel's PTX; `module_shared` maps module-level .shared names to their declarations."""
     facts = PtxFacts()
@@ -194,9 +203,7 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
         if statement.opcode in BARRIER_OPCODES:
             barriers[".".join((statement.opcode, *statement.modifiers[:1]))] += 1
         if module_shared:
-            used_module_shared |= {
-                n.text for n in ast.walk(statement) if isinstance(n, ast.Name)
-            } & module_shared.keys()
+            used_module_shared.update(n for n in _names(statement) if n in module_shared)
     for name in sorted(used_module_shared):
         declaration = module_shared[name]
         d = next(d for d in declaration.declarators if d.name == name)
