@@ -248,22 +248,19 @@ def view_file(source: Source, options: Options, index: int = 0) -> FileView:
         for f in ctx.bodies():
             ctx.cfg(f)
         findings, notes = _findings(source, module, ctx, options, compiling.result)
+        lines = ptx_lines(source.text)  # what needs no tool first, while nvdisasm runs
+        drawn = [
+            cfg_svg(ctx.cfg(f), ctx.loops(f), lambda line: "#" + line_anchor(index, line), ids=f"f{index}-k{n}-")
+            for n, f in enumerate(module.kernels)
+        ]
+        source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
         report = inspect_module(source, module, wanted, built=building.result(), cfg=ctx.cfg)
         sass, unplaced = _sass_by_line(building.result().listing or {})
-    lines = ptx_lines(source.text)
-    by_name = {f.name: f for f in module.kernels}
     documented = inspect_document([report], [], {})["files"][0]["kernels"]  # the numbers of `inspect --json`
-
-    def link(line: int) -> str:
-        return "#" + line_anchor(index, line)
-
     kernels = {}
-    for k, data in zip(report.kernels, documented, strict=True):
-        cfg = ctx.cfg(by_name[k.name])
+    for k, data, picture in zip(report.kernels, documented, drawn, strict=True):
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
-        drawn = cfg_svg(cfg, ctx.loops(by_name[k.name]), link, ids=f"f{index}-k{len(kernels)}-")
-        kernels[k.name] = KernelView(k.name, data, drawn, curve)
-    source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
+        kernels[k.name] = KernelView(k.name, data, picture, curve)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
     return FileView(
         source.display, arch, lines, _spans(module, len(lines)), kernels, sass, unplaced, findings, source_at, notes

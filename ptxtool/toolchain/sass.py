@@ -80,13 +80,14 @@ def statistics(instructions: list[SassInstruction]) -> SassStats:
     classes = {"global_memory": GLOBAL_MEMORY, "local_memory": LOCAL_MEMORY, "barriers": BARRIERS}
     classes["tensor_core"] = TENSOR_CORE
     counters: dict[str, Counter[str]] = {name: Counter() for name in classes}
-    for i in instructions:
+    mnemonics = [i.mnemonic for i in instructions]
+    for i, mnemonic in zip(instructions, mnemonics, strict=True):
         for name, members in classes.items():
-            if i.mnemonic in members:
+            if mnemonic in members:
                 counters[name][i.opcode] += 1
     return SassStats(
         len(instructions),
-        _sorted(Counter(i.mnemonic for i in instructions)),
+        _sorted(Counter(mnemonics)),
         **{name: _sorted(c) for name, c in counters.items()},
     )
 
