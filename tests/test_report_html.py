@@ -337,3 +337,19 @@ def test_a_target_guessed_wrong_before_the_parse_is_built_again(tmp_path, monkey
     assert page.kernels == [k["name"] for k in kernels] and all(
         page.numbers[k["name"]] == _expected(k) for k in kernels
     )
+
+
+def test_each_tool_runs_once_per_file(tmp_path, monkeypatch):
+    """ptxas builds once (`-lineinfo`), and nvdisasm prints two listings: `-gp` (SASS under each PTX line, the PTX
+    line of each live count and the instructions of the statistics) and the life ranges; nothing runs twice."""
+    import ptxtool.toolchain.compile as toolchain
+    import ptxtool.toolchain.sass as sass
+
+    monkeypatch.setenv("PTXTOOL_CACHE_DIR", str(tmp_path / "cache"))  # a cache would hide a second run
+    built, listed = [], []
+    compile_ptx, nvdisasm = toolchain.compile_ptx, sass._nvdisasm
+    monkeypatch.setattr(toolchain, "compile_ptx", lambda *a, **k: built.append((a[2], k)) or compile_ptx(*a, **k))
+    monkeypatch.setattr(sass, "_nvdisasm", lambda cubin, options: listed.append(options) or nvdisasm(cubin, options))
+    assert _report(str(SAMPLES / "pressure.sm80.ptx"), "-o", str(tmp_path / "r.html"))[0] == 0
+    assert built == [("sm_80", {"lineinfo": True})]
+    assert sorted(listed) == [["-c", "-gp"], ["-c", "-plr", "-lrm", "count"]]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ptxtool.toolchain import sass
 from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.discover import find_tool
-from ptxtool.toolchain import sass
 from ptxtool.toolchain.sass import (
     ListingLine,
     LiveCount,
