@@ -139,36 +139,41 @@ class ListingLine:
     address: int | None = None
 
 
-_SECTION = re.compile(r"^\.text\.(\S+):$")
-_INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]+)\*/(.*)")  # linear: a lazy `(.*?)\s*;?\s*$` cost 15 us a line
-_PTX_LINE = re.compile(r'^\s*//## File "[^"]*", line (\d+)')
-_LABEL = re.compile(r"^(\.L_\w+):$")
+# The lines of a listing that say something, one alternative each (a line matches at most one; the rest is skipped
+# inside the regex engine): a function's section, a PTX line mark, a label, an instruction at its address.
+_LISTING_LINE = re.compile(
+    r"^(?:\.text\.(?P<section>\S+):"
+    r'|[ \t]*//## File "[^"\n]*", line (?P<line>\d+).*'
+    r"|[ \t]*(?P<label>\.L_\w+):[ \t]*"
+    r"|[ \t]*/\*(?P<address>[0-9a-f]+)\*/(?P<text>.*))$",
+    re.M,
+)
+
+
+def _sass_text(written: str) -> str:
+    """An instruction as written after its address, without padding and the closing `;`."""
+    text = written.strip()
+    return text[:-1].rstrip() if text.endswith(";") else text
 
 
 def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
     """Per function, its instructions and labels as nvdisasm prints them, each tagged with its PTX line."""
-    text = _nvdisasm(cubin, ["-c", *(["-gp"] * with_ptx_lines)])
     functions: dict[str, list[ListingLine]] = {}
     current: list[ListingLine] | None = None
     line = 0
-    for raw in text.splitlines():  # dispatched on how a line starts: a regex only where one can match
-        if raw.startswith(".text.") and (section := _SECTION.match(raw)):
-            current = functions.setdefault(section.group(1), [])
+    for found in _LISTING_LINE.finditer(_nvdisasm(cubin, ["-c", *(["-gp"] * with_ptx_lines)])):
+        kind = found.lastgroup
+        if kind == "section":
+            current = functions.setdefault(found["section"], [])
             line = 0
+        elif current is None:
             continue
-        if current is None:
-            continue
-        stripped = raw.lstrip()
-        if stripped.startswith("/*"):
-            if instruction := _INSTRUCTION.match(raw):
-                text = instruction.group(2).strip()
-                text = text[:-1].rstrip() if text.endswith(";") else text
-                current.append(ListingLine(text, line, int(instruction.group(1), 16)))
-        elif stripped.startswith("//##"):
-            if at := _PTX_LINE.match(raw):
-                line = int(at.group(1))
-        elif stripped.startswith(".L_") and (label := _LABEL.match(raw.strip())):
-            current.append(ListingLine(label.group(1) + ":"))
+        elif kind == "text":
+            current.append(ListingLine(_sass_text(found["text"]), line, int(found["address"], 16)))
+        elif kind == "line":
+            line = int(found["line"])
+        else:
+            current.append(ListingLine(found["label"] + ":"))
     return functions
 
 
