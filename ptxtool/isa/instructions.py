@@ -74,11 +74,13 @@ def _split(instr: Instr) -> tuple[str, tuple[str, ...]]:
 
 def family(instr: Instr) -> str | None:
     """The table row an instruction belongs to: the longest `opcode.mod...` prefix that names one."""
-    return _family(*_split(instr))
+    return _family(*_split(instr), len(OPCODES))
 
 
-@lru_cache(4096)  # the tables never change and a file repeats few spellings; analyses ask about each one many times
-def _family(opcode: str, mods: tuple[str, ...]) -> str | None:
+# Analyses ask about each instruction many times and a file repeats few spellings: answers are cached per spelling
+# and table size (a test that removes rows for a while gets answers of that table, and the old ones back after).
+@lru_cache(4096)
+def _family(opcode: str, mods: tuple[str, ...], _rows: int) -> str | None:
     for n in range(len(mods), -1, -1):
         key = ".".join((opcode, *mods[:n]))
         # a last modifier with a `::` qualifier may name its row without it: tcgen05.fence::before_thread_sync
@@ -186,12 +188,12 @@ def _address_like(operands: tuple[ast.Operand, ...]) -> Iterator[ast.Address]:
 
 def effects(instr: ast.Instruction) -> Effect:
     """The family's side effects, plus COLLECTIVE for `.aligned` forms and FENCE for ordered/volatile accesses."""
-    return _effects(instr.opcode, instr.modifiers)
+    return _effects(instr.opcode, instr.modifiers, len(OPCODES))
 
 
 @lru_cache(4096)
-def _effects(opcode: str, mods: tuple[str, ...]) -> Effect:
-    key = _family(opcode, mods)
+def _effects(opcode: str, mods: tuple[str, ...], rows: int) -> Effect:
+    key = _family(opcode, mods, rows)
     out = OPCODES[key].effects if key else WORST_CASE  # lookup()'s worst case for an unknown opcode
     if "aligned" in mods:
         out |= Effect.COLLECTIVE
