@@ -52,36 +52,46 @@ SECTION_ITEM = (
 )
 _ITEM_SPLIT = f"({SECTION_ITEM})"  # split: blanks, item, blanks, item, ..., blanks
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
-_BODY_SPAN = re.compile(r"[^{}/]*+\}")  # up to the `}`, unless a `{` or a `/` comes first
 
 
 # The layout compilers write (one item a line, no blanks but the one after the word, `\n` line ends), checked by a
 # pattern of character runs that is several times quicker than SECTION_ITEM's general one; `[0-9,]++` takes the
-# common all-integer line (its commas are checked apart, over the whole body).
+# common all-integer line (its commas are checked apart, over the whole body). nvcc writes every item flush left,
+# which the first pattern takes; the second takes indented items.
 _NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
 _PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
 _PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
+_FLUSH_BODY = rf"[ \t]*+\n(?:(?:{_PLAIN_LINE})\n)*+[ \t]*+"
 _PLAIN_BODY = rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+"
 _INDENT = r"(?m)^[ \t]++"
 
 
-def section_span(text: str, at: int) -> tuple[int, str] | None:
+def section_span(text: str, at: int) -> tuple[int, tuple[str, bool]] | None:
     """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
-    where it ends (after its `}`) and its items, one a line, found in one scan; None for any other body."""
+    where it ends (after its `}`) and its items, one a line, found in one scan, with whether they are in the plain
+    layout (no blanks but the one after each word: only `, ` is missing from their canonical form); None for any
+    other body."""
     brace = _OPEN_BRACE.match(text, at)
-    span = _BODY_SPAN.match(text, brace.end()) if brace is not None else None
-    if span is None:  # no end, a comment or a nested brace first: the ordinary path (found without a far scan)
+    if brace is None:
         return None
-    close = span.end() - 1
-    body = text[brace.end() : close]
-    if re.fullmatch(_PLAIN_BODY, body) and ",," not in body and " ," not in body and ",\n" not in body:
-        items = body.strip(" \t\n")
-        return close + 1, re.sub(_INDENT, "", items) if "\n " in items or "\n\t" in items else items
+    start = brace.end()
+    # the first `{`, `}` or `/` after the brace must be its `}` (no comment, no nested brace): found by str.find,
+    # a C scan that stops at the next `{`, so many unclosed bodies are not scanned to a far `}` again and again
+    following = text.find("{", start)
+    close = text.find("}", start, following if following >= 0 else len(text))
+    if close < 0 or text.find("/", start, close) >= 0:
+        return None  # the ordinary path
+    body = text[start:close]
+    if ",," not in body and " ," not in body and ",\n" not in body:
+        if re.fullmatch(_FLUSH_BODY, body):
+            return close + 1, (body.strip(" \t\n"), True)
+        if re.fullmatch(_PLAIN_BODY, body):
+            return close + 1, (re.sub(_INDENT, "", body.strip(" \t\n")), True)
     parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
     if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
         return None  # something that is no data line, or two items glued together
-    return close + 1, "\n".join(parts[1::2])
+    return close + 1, ("\n".join(parts[1::2]), False)
 
 
 _DECIMAL_SPAN = re.compile(r"[0-9, \t\f\r\n]*+\}")  # a run of one character class: a C loop, no regex steps
@@ -158,9 +168,9 @@ class LexSession:
     comments: list[Comment] = field(default_factory=list)
     errors: list[LexError] = field(default_factory=list)
     text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    # what the lexer worked out for a SECTION_BODY (its items, one a line) or DATA_LIST (its values, no blanks), by
-    # the token's start
-    payloads: dict[int, str] = field(default_factory=dict)
+    # what the lexer worked out for a SECTION_BODY (its items, one a line, and whether in the plain layout) or a
+    # DATA_LIST (its values, no blanks), by the token's start
+    payloads: dict[int, str | tuple[str, bool]] = field(default_factory=dict)
     prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
     last_line: int = 1
 

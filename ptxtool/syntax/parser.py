@@ -154,6 +154,22 @@ _BLANKS = r"\s++"
 _SIGN_BLANKS = r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++"
 
 
+def _canonical_items(items: str) -> str:
+    """Section items, one a line as written, in canonical form: `, ` between values, one blank after the word, none
+    around the `+` of an offset, the `-` of a difference, after a unary minus, or before a label's colon."""
+    if "," in items:
+        if "\t" in items or "  " in items:  # unusual blanks: the general rule (a slower scan)
+            items = re.sub(_COMMA, ",", items)
+        else:
+            items = items.replace(", ", ",").replace(" ,", ",")
+        items = items.replace(",", ", ")
+    if " +" in items or "+ " in items or " -" in items or "- " in items or "\t" in items:
+        items = re.sub(_SIGN_BLANKS, "", items)
+    if "\t" in items or "  " in items or " :" in items:
+        items = re.sub(_LABEL_BLANKS, ":", re.sub(_WORD_BLANKS, r"\1 ", items))
+    return items
+
+
 def _tokens(values) -> list[Token]:
     return [v for v in values if v.__class__ is Token]
 
@@ -262,18 +278,11 @@ class _Build:
             source = text[start:end].rstrip()
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
-            found = self.session.payloads.pop(token.start_pos, None)
-            canonical = "\n".join(re.findall(SECTION_ITEM, source)) if found is None else found
-            if "," in canonical:
-                if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
-                    canonical = re.sub(_COMMA, ",", canonical)
-                else:
-                    canonical = canonical.replace(", ", ",").replace(" ,", ",")
-                canonical = canonical.replace(",", ", ")
-            if " +" in canonical or "+ " in canonical or " -" in canonical or "- " in canonical or "\t" in canonical:
-                canonical = re.sub(_SIGN_BLANKS, "", canonical)
-            if "\t" in canonical or "  " in canonical or " :" in canonical:
-                canonical = re.sub(_LABEL_BLANKS, ":", re.sub(_WORD_BLANKS, r"\1 ", canonical))
+            items, plain = self.session.payloads.pop(token.start_pos, None) or (None, False)
+            if plain:  # the lexer saw no blank but the one after each word: only the blank after each comma is new
+                canonical = items.replace(",", ", ")
+            else:
+                canonical = _canonical_items("\n".join(re.findall(SECTION_ITEM, source)) if items is None else items)
             last_line = line + source.count("\n")
             statements = (ast.Data(canonical, source, line=line, column=column, end_line=last_line),)
         return ast.Block(statements, line=token.line, column=token.column, end_line=end_line, end_column=end_column)
