@@ -195,17 +195,20 @@ class PtxLexer:
         # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass); the
         # usual table of decimal integers is checked by bytes operations, quicker still (decimal_list)
         literal, blanks = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})", r"[ \t\f\r\n]*+"
-        full = re.compile(rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}").match
+        # (compiled on first use, as the patterns only some files need are: compiling is start-up time)
+        full = rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}"
 
         def data_list(text: str, at: int) -> tuple[int, str | None] | None:
             found = decimal_list(text, at)
-            return found if found is not None else (m.end(), None) if (m := full(text, at)) else None
+            if found is not None or _OPEN_BRACE.match(text, at) is None:
+                return found
+            return (m.end(), None) if (m := re.compile(full).match(text, at)) else None
 
         self.data_list = data_list
         # a section body of nothing but data lines and labels is one SECTION_BODY token (section_span); anything
         # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
         # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
-        self.commented_brace = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{")
+        self.commented_brace = rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{"  # compiled on first use
         alternatives = {name: f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns}
         alternatives["OPEN_COMMENT"] = r"(?P<OPEN_COMMENT>/\*)"  # a block comment that never ends
         alternatives["OPEN_STRING"] = (
@@ -237,7 +240,7 @@ class PtxLexer:
         last_end = 0
         new_str = str.__new__
         data_list = self.data_list
-        commented_brace = self.commented_brace.match
+        commented_brace = self.commented_brace
         payloads = session.payloads
         body_after_comments = False
         previous = ""
@@ -297,7 +300,7 @@ class PtxLexer:
                         if span := section_span(text, last_end):
                             position, fast = last_end, "SECTION_BODY"
                         else:
-                            body_after_comments = commented_brace(text, last_end) is not None
+                            body_after_comments = re.compile(commented_brace).match(text, last_end) is not None
                     previous = kind
                     yield token
                 if position is not None:
