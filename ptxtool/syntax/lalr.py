@@ -9,9 +9,9 @@ Lark's. Errors are handed to a callback that may skip the token and go on, which
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from ptxtool.syntax.lexer import Token
+from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"
@@ -20,13 +20,16 @@ END = "$END"
 MAX_DEPTH = 12_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unexpected:
     """The parser met `token` where only `expected` terminals could go."""
 
     token: Token
     expected: frozenset[str]
     message: str | None = None  # set when the parser gives up for a reason of its own
+
+
+finish((Unexpected,))
 
 
 class _Splice(list):

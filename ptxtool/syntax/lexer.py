@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
+from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Terminal
 
 
@@ -145,7 +145,7 @@ def _bad(kind: str, value: str, start: int) -> str:
     return f"unexpected character {value!r}"
 
 
-@dataclass(slots=True)
+@record
 class Comment:
     """A comment as found, at its line and column (placed on statements later, by position)."""
 
@@ -154,25 +154,30 @@ class Comment:
     text: str
 
 
-@dataclass(slots=True)
+@record
 class LexError:
     line: int
     column: int
     message: str
 
 
-@dataclass(slots=True)
+finish((Comment, LexError))  # records, not dataclasses: start-up of every command imports the lexer
+
+
 class LexSession:
     """What one lexing run leaves behind for the parser: comments, errors, and where the last tokens ended."""
 
-    comments: list[Comment] = field(default_factory=list)
-    errors: list[LexError] = field(default_factory=list)
-    text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    # what the lexer worked out for a SECTION_BODY (its items, one a line, and whether in the plain layout) or a
-    # DATA_LIST (its values, no blanks), by the token's start
-    payloads: dict[int, str | tuple[str, bool]] = field(default_factory=dict)
-    prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
-    last_line: int = 1
+    __slots__ = ("comments", "errors", "text", "payloads", "prev_line", "last_line")
+
+    def __init__(self) -> None:
+        self.comments: list[Comment] = []
+        self.errors: list[LexError] = []
+        self.text = ""  # the text being lexed: node builders look at the blanks around some operators
+        # what the lexer worked out for a SECTION_BODY (its items, one a line, and whether in the plain layout) or a
+        # DATA_LIST (its values, no blanks), by the token's start
+        self.payloads: dict[int, str | tuple[str, bool]] = {}
+        self.prev_line = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
+        self.last_line = 1
 
 
 class PtxLexer:

@@ -10,7 +10,6 @@ import dataclasses
 import gc
 import re
 import threading
-from dataclasses import dataclass
 from functools import cache
 from typing import NamedTuple
 
@@ -19,18 +18,22 @@ from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
+from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
 # ---------------------------------------------------------------- errors
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SyntaxIssue:
     """One error: where, what, and the source line it is on (for the caret display)."""
 
     line: int
     column: int
     message: str
+
+
+finish((SyntaxIssue,))
 
 
 class ParseError(Exception):
