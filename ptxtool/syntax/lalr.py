@@ -15,6 +15,7 @@ from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"
+LINE = "INSTRUCTION_LINE"  # a label or instruction that `whole_line` builds whole, where a statement may start
 # parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
 # over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
 MAX_DEPTH = 12_000
@@ -136,9 +137,16 @@ class Driver:
             state for state, row in tables.states.items() if "statement" in row or "module_item" in row
         )
 
-    def parse(self, tokens: Iterable[Token], on_error: Callable[[Unexpected], bool]) -> object:
+    def parse(
+        self,
+        tokens: Iterable[Token],
+        on_error: Callable[[Unexpected], bool],
+        whole_line: Callable[[Token], object | None] | None = None,
+    ) -> object:
         """Parse a token stream. On an unexpected token call `on_error` (False stops), then recover: drop back to
-        where the broken statement began and skip to its end, so the next statement parses cleanly."""
+        where the broken statement began and skip to its end, so the next statement parses cleanly. Where a
+        statement may start, a name or `@` is first offered to `whole_line`: the node of the whole label or instruction
+        it begins (shifted as one INSTRUCTION_LINE; the token source then goes on after it), or None."""
         actions, builders, starts = self.actions, self.builders, self.statement_starts
         stack = [self.start_state]
         values: list[object] = []
@@ -177,6 +185,13 @@ class Driver:
                         message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
                         on_error(Unexpected(token, frozenset(), message))
                         return None
+                    if (kind == "WORD" or kind == "AT") and whole_line is not None:
+                        line = actions[stack[-1]].get(LINE)
+                        # (not near the depth limit, which the instruction's own tokens could reach)
+                        if line.__class__ is int and len(stack) < MAX_DEPTH - 64:
+                            node = whole_line(token)
+                            if node is not None:
+                                action, token = line, node
                     stack.append(action)
                     values.append(token)
                     break
@@ -217,7 +232,7 @@ class Driver:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
         accepted = set()
         for symbol in self.actions[stack[-1]]:
-            if not symbol.isupper() and symbol != END:
+            if (not symbol.isupper() and symbol != END) or symbol == LINE:  # LINE is no token of the text's own
                 continue
             states = list(stack)
             while True:

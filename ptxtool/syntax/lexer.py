@@ -29,6 +29,8 @@ class Token(str):
         return token
 
 
+# FLOAT's forms that compilers write (`0f3F800000`, `0d3FF0000000000000`): the grammar's FLOAT begins with them
+_HEX_FLOAT = r"0[fF][0-9a-fA-F]{8}(?![0-9a-zA-Z_$])|0[dD][0-9a-fA-F]{16}(?![0-9a-zA-Z_$])"
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 # a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
 # `$L__tmp5-$L__func_begin0` (the grammar's section_value forms; blanks around `+` and `-` as the grammar allows)
@@ -167,7 +169,7 @@ finish((Comment, LexError))  # records, not dataclasses: start-up of every comma
 class LexSession:
     """What one lexing run leaves behind for the parser: comments, errors, and where the last tokens ended."""
 
-    __slots__ = ("comments", "errors", "text", "payloads", "prev_line", "last_line")
+    __slots__ = ("comments", "errors", "text", "payloads", "prev_line", "last_line", "resume_at")
 
     def __init__(self) -> None:
         self.comments: list[Comment] = []
@@ -178,6 +180,7 @@ class LexSession:
         self.payloads: dict[int, str | tuple[str, bool]] = {}
         self.prev_line = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
         self.last_line = 1
+        self.resume_at = 0  # set by the parser when it took the rest of a line in one piece: lexing goes on there
 
 
 class PtxLexer:
@@ -232,6 +235,25 @@ class PtxLexer:
         order = [*first, *(name for name in alternatives if name not in first)]
         body = "|".join(alternatives[name] for name in order)
         self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
+        # A one-line instruction whose operands are names, integers, hexadecimal floats (as compilers write them; a
+        # decimal one goes token by token), `[base+offset]` addresses or vectors of names, or
+        # a label, in the terminals' own patterns, so that it is the same tokens the master pattern finds (groups:
+        # `!`, guard, opcode, operands; label). Blanks are spaces and tabs only; anything else (a comment, an
+        # expression, a modifier apart from the opcode) is no match and goes token by token. None if a keyword is
+        # shaped like a name (it would be another token) or FLOAT no longer begins with the hexadecimal forms.
+        word, number = by_name["WORD"], by_name["INT"]
+        operand = (
+            rf"{word}|-?(?:{_HEX_FLOAT}|{number})"
+            rf"|\[[ \t]*+(?:{word}|{number})(?:[ \t]*+\+[ \t]*+-?{number})?[ \t]*+\]"
+            rf"|\{{[ \t]*+{word}(?:[ \t]*+,[ \t]*+{word})*+[ \t]*+\}}"
+        )
+        self.instruction_line = (
+            rf"(?:@(!?)({word})[ \t]++)?({word})(?:[ \t]++((?:(?:{operand})(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++))?"
+            rf"[ \t]*+;"
+            rf"|({word})[ \t]*+:"
+            if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
+            else None
+        )
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
@@ -308,6 +330,10 @@ class PtxLexer:
                             body_after_comments = re.compile(commented_brace).match(text, last_end) is not None
                     previous = kind
                     yield token
+                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself
+                        position = last_end = session.resume_at
+                        session.resume_at, previous = 0, "SEMICOLON"
+                        break
                 if position is not None:
                     brace = text.index("{", last_end)
                     newlines = count("\n", last_end, brace)

@@ -10,6 +10,7 @@ import dataclasses
 import gc
 import re
 import threading
+from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
@@ -173,6 +174,12 @@ def _canonical_items(items: str) -> str:
     return items
 
 
+LINE_AFTER = 64  # statements before instruction_line compiles its pattern (some milliseconds) and starts
+_OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
+_DIGITS = frozenset("0123456789")
+_NUMBER_STARTS = frozenset("-.0123456789")
+
+
 def _tokens(values) -> list[Token]:
     return [v for v in values if v.__class__ is Token]
 
@@ -186,6 +193,9 @@ class _Build:
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.line_pattern = ""  # the lexer's, for instruction_line (compiled on first use)
+        self.line_match: Callable[[str, int], re.Match | None] | None = None
+        self.offers = 0
 
     def reset(self, session: LexSession) -> None:
         self.session = session
@@ -540,6 +550,48 @@ class _Build:
             message = f"unexpected directive '{word.value}' after an opcode: a declaration word, not a modifier"
         self.session.errors.append(LexError(line, column, message))
 
+    def instruction_line(self, token: Token) -> ast.Instruction | ast.Label | None:
+        """The instruction, or the label, that `token` (a name or `@`) begins, if the whole of it up to its `;` or
+        `:` is on this line in the plain forms the lexer's `instruction_line` pattern takes: built from the same words
+        by the same methods as the token-by-token path; the lexer goes on after it. None for any other statement."""
+        match = self.line_match
+        if match is None:  # compiled once a text has this many statements: a small file would not pay it back
+            self.offers += 1
+            if self.offers < LINE_AFTER:
+                return None
+            match = self.line_match = re.compile(self.line_pattern).match
+        session = self.session
+        found = match(session.text, token.start_pos)
+        if found is None:
+            return None
+        session.prev_line = token.line  # where its `;` or `:` is: the statement's last line
+        session.resume_at = found.end()
+        negated, guard, opcode, operands, label = found.groups()
+        if label is not None:
+            return self.label(token)
+        children: list = []
+        if guard is not None:
+            children.append(ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard)))
+            at = found.start(3)
+            token = Token("WORD", opcode, at, token.line, token.column + at - token.start_pos)
+        children.append(token)
+        if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
+            for item in operands.split(",") if "{" not in operands else re.findall(_OPERANDS, operands):
+                item = item.strip(" \t")
+                first = item[0]
+                if first == "[":
+                    base, plus, offset = item[1:-1].partition("+")
+                    base = base.strip(" \t")
+                    value = self._imm(base) if base[0] in _DIGITS else self._name(base)
+                    children.append(ast.Address(value, self._imm(offset.strip(" \t")) if plus else None, True, ()))
+                elif first == "{":
+                    children.append(self.o_vector(*(self._name(n.strip(" \t")) for n in item[1:-1].split(","))))
+                elif first in _NUMBER_STARTS:  # a minus glued to it: the literal unary minus folds (e_unary)
+                    children.append(self._imm(item))
+                else:
+                    children.append(self._name(item))
+        return self.instruction(*children)
+
     def guard(self, word):
         return ast.Guard(self._name(word))
 
@@ -626,7 +678,9 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     build = _Build()
     grammar = tables.load()
     spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
-    return Driver(grammar, build), PtxLexer(grammar.terminals, grammar.ignore), build, spellings
+    lexer = PtxLexer(grammar.terminals, grammar.ignore)
+    build.line_pattern = lexer.instruction_line or ""
+    return Driver(grammar, build), lexer, build, spellings
 
 
 _lock = threading.Lock()  # the node builder holds per-parse state
@@ -672,7 +726,8 @@ def parse(text: str) -> ast.Module:
     try:
         with _lock:
             build.reset(session)
-            module = driver.parse(lexer.tokens(text, session), recover)
+            whole_line = build.instruction_line if lexer.instruction_line is not None else None
+            module = driver.parse(lexer.tokens(text, session), recover, whole_line)
     except _GiveUp as stop:
         issues.append(stop.issue)
         module = None
