@@ -187,6 +187,25 @@ def test_fast_paths_do_not_scan_to_a_far_end_again_and_again(unit: str) -> None:
 # ---------------------------------------------------------------- records
 
 
+def test_a_record_without_a_docstring_is_made_without_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dataclass writes a missing docstring from inspect.signature, which for a record (no __init__ yet) tokenizes
+    object's signature: compiling tokenize's pattern cost every command 10 ms of start-up."""
+    from ptxtool.syntax.records import finish, record
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("inspect.signature called")
+
+    monkeypatch.setattr(inspect, "signature", refuse)
+
+    @record
+    class Point:
+        x: int
+        y: int = 0
+
+    finish((Point,))
+    assert Point(1) == Point(1, 0) != Point(2) and Point.__doc__ == "Point(x, y)"
+
+
 def _reference(cls: type) -> type:
     """The class `@dataclass(frozen=True, slots=True)` makes from the same fields."""
     specs = []

@@ -63,8 +63,9 @@ _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
 _NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
 _PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
 _PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
-_FLUSH_BODY = rf"[ \t]*+\n(?:(?:{_PLAIN_LINE})\n)*+[ \t]*+"
-_PLAIN_BODY = rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+"
+# (an empty body, `{ }`, and blank lines before the `}`, as nvcc ends `.debug_macinfo`, are plain too)
+_FLUSH_BODY = rf"[ \t]*+(?:\n(?:(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
+_PLAIN_BODY = rf"[ \t]*+(?:\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
 _INDENT = r"(?m)^[ \t]++"
 
 
@@ -208,8 +209,9 @@ class PtxLexer:
 
         def data_list(text: str, at: int) -> tuple[int, str | None] | None:
             found = decimal_list(text, at)
-            if found is not None or _OPEN_BRACE.match(text, at) is None:
-                return found
+            brace = _OPEN_BRACE.match(text, at) if found is None else None
+            if brace is None or text[brace.end() : brace.end() + 1].lstrip(" \t\f\r\n-.0123456789"):
+                return found  # (a literal starts with a digit, `.` or `-`: no other list is tried the long way)
             return (m.end(), None) if (m := re.compile(full).match(text, at)) else None
 
         self.data_list = data_list
