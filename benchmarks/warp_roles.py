@@ -1,6 +1,6 @@
 """What `optimize --passes warp-roles` buys on a GPU: each input kernel, ptxtool's split of it (S = 2, 3, 4 ring
-slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`) and a hand-written warp-specialized CUDA
-version of the same algorithm, side by side in one run.
+slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`), its pipeline (`--variant pipeline`, S = 2,
+3, 4: `pipe3`) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
 
 Two steps, because the GPU machine need not have nvcc or ptxas:
 
@@ -47,8 +47,11 @@ class Bench:
 
 BENCHES = {
     "sgemm": Bench("sgemm.cu", "sgemm_tiled", "sgemm_ws.cu", "sgemm_ws"),
+    # the same SGEMM with a constant-trip fill loop (nvcc unrolls it: straight-line staging the pipeline can take)
+    "sgemm_unrolled": Bench("sgemm_unrolled.cu", "sgemm_unrolled", "sgemm_ws.cu", "sgemm_ws"),
     "stencil": Bench("stencil.cu", "stencil_tiled", "stencil_ws.cu", "stencil_ws"),
     "attention": Bench("attention.cu", "attention_tiled", "attention_ws.cu", "attention_ws"),
+    "attention_unrolled": Bench("attention_unrolled.cu", "attention_unrolled", "attention_ws.cu", "attention_ws"),
 }
 
 
@@ -69,6 +72,11 @@ def _assemble(path: Path, arch: str = "sm_90") -> None:
     path.with_suffix(".cubin").write_bytes(compile_ptx(path.read_text(), str(path), arch).cubin)
 
 
+def pipeline_name(stages: int) -> str:
+    """`pipe3`: the manifest's and the table's name of the pipeline with S = 3."""
+    return f"pipe{stages}"
+
+
 def variant_name(stages: int, producers: int | None, setmaxnreg: bool = False) -> str:
     """`split3` (P = N/32), `split3p1` (one producer warp), `split3p4r` (4 producer warps and setmaxnreg on
     sm_90a): the manifest's and the table's name of a split."""
@@ -81,9 +89,11 @@ def prepare(
     stages: tuple[int, ...] = STAGES,
     producers: tuple[int | None, ...] = PRODUCERS,
     setmaxnreg: tuple[int, ...] = SETMAXNREG_PRODUCERS,
+    pipelines: tuple[int, ...] = STAGES,
 ) -> dict:
     """Compile inputs and references to PTX (sm_90), split each input with every S and P (and, on the input
-    retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), write a manifest."""
+    retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), pipeline it with every S of
+    `pipelines`, write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
@@ -105,14 +115,15 @@ def prepare(
             "reference_block": _block(out / f"{name}.reference.ptx", b.reference_kernel),
             "splits": {},
         }
-        plain = [(s, p, False) for s in stages for p in producers]
-        for stage, warps, moved in plain + [(s, p, True) for s in stages for p in setmaxnreg]:
+        plain = [(s, p, False, "split") for s in stages for p in producers]
+        moving = [(s, p, True, "split") for s in stages for p in setmaxnreg]
+        for stage, warps, moved, kind in plain + moving + [(s, None, False, "pipeline") for s in pipelines]:
             arch, suffix = ("sm_90a", "input90a") if moved else ("sm_90", "input")
             source = read_source(str(out / f"{name}.{suffix}.ptx"))
-            roles = RoleSettings(stages=stage, producer_warps=warps, setmaxnreg=moved or None)
+            roles = RoleSettings(variant=kind, stages=stage, producer_warps=warps, setmaxnreg=moved or None)
             result = execute(Options(passes=(NAME,), roles=roles), source)
             reasons = [s.reason for r in result.reports for s in r.skipped if s.kernel == b.kernel]
-            variant = variant_name(stage, warps, moved)
+            variant = pipeline_name(stage) if kind == "pipeline" else variant_name(stage, warps, moved)
             if not (result.verified and result.changed):
                 entry["splits"][variant] = {"refused": "; ".join(reasons + result.problems)}
                 continue
@@ -121,10 +132,24 @@ def prepare(
             _assemble(path, arch)
             after = next(k.after for k in result.kernels if k.name == b.kernel)
             entry["splits"][variant] = {"block": _block(path, b.kernel), "registers": after.registers}
+            entry["splits"][variant]["loads_in_flight"] = loads_in_flight(result, b.kernel)
         manifest[name] = entry
         print(f"{name}: block {entry['block']} -> {json.dumps(entry['splits'])}; reference {entry['reference_block']}")
+        print(batching_column(name, entry))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def loads_in_flight(result, kernel: str) -> str:
+    """The consumers' loads in flight before -> after, as `optimize` verified the split (`?`: no loop found)."""
+    found = [b for b in result.checks.batching if b.kernel == kernel]
+    return " -> ".join("?" if n is None else str(n) for n in (found[0].before, found[0].after)) if found else "?"
+
+
+def batching_column(name: str, entry: dict) -> str:
+    """One row per split: the consumers' loads in flight per trip, input -> split (docs/warp-roles.md)."""
+    splits = entry["splits"].items()
+    return "\n".join(f"  {name} {v:10} loads in flight {s['loads_in_flight']}" for v, s in splits if "block" in s)
 
 
 # ---------------------------------------------------------------- on the GPU
@@ -170,7 +195,7 @@ def cases(gpu, name: str, small: bool = False) -> list[Case]:
         return rng.standard_normal(n, dtype=np.float32)
 
     out = []
-    if name == "sgemm":
+    if name.startswith("sgemm"):
         shapes = [(256, 256, 1024, "small")] if small else [(512, 512, 8192, "1 block/SM"), (2048, 2048, 2048, "full")]
         for m, n, k, what in shapes:
             a, b = _buffer(gpu, randn(m * k)), _buffer(gpu, randn(k * n))
@@ -186,7 +211,7 @@ def cases(gpu, name: str, small: bool = False) -> list[Case]:
             blocks = -(-n // (tiles * 1024))
             args = [_pointer(x), _pointer(y), _i32(n), _i32(tiles)]
             out.append(Case(f"n=2^{n.bit_length() - 1} {what}", (blocks, 1, 1), args, (y, n * 4), 8 * n, "GB/s"))
-    elif name == "attention":
+    elif name.startswith("attention"):
         nkeys = 512 if small else 4096
         k, v = _buffer(gpu, randn(nkeys * 32)), _buffer(gpu, randn(nkeys * 32))
         for per_sm, what in ((1, "small"),) if small else ((2, "2 blocks/SM"), (16, "full")):
@@ -281,18 +306,18 @@ def measure(folder: Path, out: Path | None, only: frozenset[str] = frozenset()) 
                 times = timed(gpu, functions, case)
                 ok &= not any(differ.values())
                 rows.append({"kernel": name, "case": case.label, "ms": times, "differ": differ, "unit": case.unit})
-                splits = {v: t for v, t in times.items() if v.startswith("split")}
+                splits = {v: t for v, t in times.items() if v.startswith(("split", "pipe"))}
                 best = min(splits, key=splits.get) if splits else None
                 rate = 1e-9 if case.unit == "TFLOP/s" else 1e-6
                 parts = [f"input {times['input']:.3f} ms ({case.work / times['input'] * rate:.2f} {case.unit})"]
                 if best:
                     parts.append(f"ptxtool {best} {splits[best]:.3f} ms (x{times['input'] / splits[best]:.3f})")
-                    parts.append("splits " + " ".join(f"{v}={t:.3f}" for v, t in splits.items()))
+                    parts.append("variants " + " ".join(f"{v}={t:.3f}" for v, t in splits.items()))
                 parts.append(f"reference {times['reference']:.3f} ms (x{times['input'] / times['reference']:.3f})")
                 if best:
                     parts.append(f"ptxtool/reference x{times['reference'] / splits[best]:.3f}")
                 bits = "bit-identical" if not any(differ.values()) else f"DIFFER {differ}"
-                print(f"{name:9} {case.label:34} " + " | ".join(parts) + f" | {bits} over {LAUNCHES} launches")
+                print(f"{name:14} {case.label:34} " + " | ".join(parts) + f" | {bits} over {LAUNCHES} launches")
     if out:
         out.write_text(json.dumps(rows, indent=1))
     return ok

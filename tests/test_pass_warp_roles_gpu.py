@@ -1,7 +1,8 @@
-"""warp-roles with fewer producer warps than consumers (P = 1 and 2), and with setmaxnreg (4 producer warps,
-sm_90a), on the GPU: each benchmark kernel (benchmarks/warp_roles) split so, its outputs compared bit for bit with
-the input kernel's over 100 launches with the watchdog of ptxtool.toolchain.gpu. Skipped where no CUDA driver is
-found, or where the wheel's nvcc cannot compile the benchmark sources."""
+"""warp-roles with fewer producer warps than consumers (P = 1 and 2), with setmaxnreg (4 producer warps,
+sm_90a), and its pipeline variant (S = 2, 3, 4), on the GPU: each benchmark kernel (benchmarks/warp_roles) so
+transformed, its outputs compared bit for bit with the input kernel's over 100 launches with the watchdog of
+ptxtool.toolchain.gpu. Skipped where no CUDA driver is found, or where the wheel's nvcc cannot compile the
+benchmark sources."""
 
 from __future__ import annotations
 
@@ -45,6 +46,39 @@ def test_fewer_producers_bit_identical(
     assert bench.variant_name(2, producers, setmaxnreg) in made, entry["splits"]  # S = 2 fits every benchmark
     for v in made:
         assert entry["splits"][v]["block"] == entry["block"] + 32 * producers
+    entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
+    with Gpu() as gpu:
+        functions = bench.load_variants(gpu, folder, name, entry)
+        for case in bench.cases(gpu, name, small=True):
+            differ = bench.identical(gpu, functions, case, launches=100)
+            assert differ == dict.fromkeys(functions, 0), (case.label, differ)
+
+
+PIPELINED = ("sgemm_unrolled", "attention_unrolled")  # the inputs whose staging the pipeline takes
+
+
+@pytest.fixture(scope="module")
+def pipelines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("warp_roles_pipelines")
+    try:
+        return folder, bench.prepare(folder, stages=(), producers=(), setmaxnreg=(), pipelines=bench.STAGES)
+    except EnvironmentProblem as problem:
+        pytest.skip(f"cannot compile the benchmark sources: {problem}")
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("name", sorted(bench.BENCHES))
+def test_pipeline_bit_identical(name: str, pipelines: tuple[Path, dict]) -> None:
+    """Each pipeline ptxtool makes (S = 2, 3, 4, the block unchanged) gives the input kernel's bits over 100 launches
+    with the watchdog; the inputs with straight-line staging are pipelined at S = 2 at least."""
+    folder, manifest = pipelines
+    entry = manifest[name]
+    made = {v for v, info in entry["splits"].items() if "block" in info}
+    if name in PIPELINED:
+        assert bench.pipeline_name(2) in made, entry["splits"]
+    assert all(entry["splits"][v]["block"] == entry["block"] for v in made)
+    if not made:
+        pytest.skip(f"{name}: the pipeline refuses it: {entry['splits']}")
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
     with Gpu() as gpu:
         functions = bench.load_variants(gpu, folder, name, entry)

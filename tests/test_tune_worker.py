@@ -420,23 +420,28 @@ def staged(block_made_for: int) -> Callable:
 def test_warp_role_splits_run_with_the_block_the_split_declares(
     fake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Each split is launched with the block its `.reqntid` states (consumer %tid unchanged), checked bit for bit
-    as a change of code; the same text at the spec's block gives other outputs, which is a finding (exit 1)."""
+    """Each split is launched with the block its `.reqntid` states (consumer %tid unchanged), each pipeline with the
+    spec's, checked bit for bit as a change of code; a split's text at the spec's block gives other outputs, which
+    is a finding (exit 1)."""
     from ptxtool.analysis.launch_bounds import block_bounds
     from ptxtool.syntax import parse
 
     spec = tmp_path / "staged.toml"
     spec.write_text(SMALL_STAGED)
     dry = tune_file(STAGED, spec, dry_run=True, generators=["warp-roles"])
-    splits = [x.candidate for x in dry.candidates if x.candidate.origin == "warp-roles"]
-    assert splits, dry.notes
+    made = [x.candidate for x in dry.candidates if x.candidate.origin == "warp-roles"]
+    splits = [x for x in made if dict(x.settings)["variant"] == "split"]
+    pipelines = [x for x in made if dict(x.settings)["variant"] == "pipeline"]
+    assert splits and pipelines, dry.notes
     for x in splits:
         declared = block_bounds(next(f for f in parse(x.text).kernels if f.name == "staged"))
         assert declared.exact and x.launch.block == (*declared.dims, 1, 1)[:3] and x.launch.block[0] > 128
         assert x.launch.grid == (4, 1, 1) and x.code_changed and not x.launch_changed
         assert f"block={x.launch.block[0]}" in x.name
+    for x in pipelines:  # the pipeline keeps the block: the spec's launch
+        assert x.launch.block == (128, 1, 1) and x.code_changed and not x.launch_changed
     fake[STAGED.read_text()] = Behaviour(staged(128), 10.0)
-    for x in splits:
+    for x in made:
         fake[x.text] = Behaviour(staged(x.launch.block[0]), 8.0)
     first = splits[0]
 
@@ -446,6 +451,6 @@ def test_warp_role_splits_run_with_the_block_the_split_declares(
     monkeypatch.setitem(GENERATORS, "mislaunched", Generator("mislaunched", "code", mislaunched))
     result = tune_file(STAGED, spec, generators=["warp-roles", "mislaunched"], launches=64)
     c = by_name(result)
-    assert all(c[x.name].status == "identical" for x in splits)
+    assert all(c[x.name].status == "identical" for x in made)
     assert c["mislaunched"].status == "differ" and result.exit_code == 1
     assert c[result.winner].candidate.origin == "warp-roles" and c[result.winner].ratio.high < 0.9

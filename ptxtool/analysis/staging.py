@@ -32,7 +32,8 @@ from ptxtool.syntax import ast
 # special registers the split changes or cannot keep apart per role: the block's shape, the warp numbering, and
 # the block's shared memory (the ring of S slots and its mbarriers replace the kernel's own `.shared` variables)
 # (matched by the name before any `.x`/`.y`/`.z`: `%tid` read whole, as a vector, is refused too; %tid.x alone is not)
-SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", "%total_smem_size", "%aggr_smem_size")
+SHARED_SIZE_SPECIALS = ("%total_smem_size", "%aggr_smem_size")  # the pipeline's ring changes these as well
+SHAPE_SPECIALS = ("%ntid", "%warpid", "%nwarpid", *SHARED_SIZE_SPECIALS)
 
 
 def shape_special(name: str) -> bool:
@@ -104,15 +105,19 @@ class Refusal:
 def full_barrier(i: ast.Instruction) -> bool:
     """`bar.sync 0` / `barrier.sync 0` (with `.aligned`/`.cta` spellings), unguarded, without a thread count."""
     words = tuple(m for m in i.modifiers if m not in ("cta", "aligned"))
-    if i.opcode not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
+    if isa.family(i) not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
         return False
     return len(i.operands) == 1 and isinstance(i.operands[0], ast.Immediate) and i.operands[0].value == 0
 
 
 def _replayed_wait(i: ast.Instruction) -> bool:
-    """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
-    the producers replay it before the loop, so their loads stay after it as the consumers' would."""
-    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
+    """A wait for other agents that touches no memory, defines nothing and involves no other thread (fence,
+    membar, griddepcontrol.wait): the producers replay it before the loop, so their loads stay after it as the
+    consumers' would."""
+    effects = isa.effects(i)
+    alone = not effects & (Effect.ATOMIC | Effect.COLLECTIVE) and not isa.memory_accesses(i)
+    defines = any(role is Role.DEF or role is Role.DEF_USE for _, role in isa.operand_roles(i))
+    return bool(effects & (Effect.FENCE | Effect.BARRIER)) and alone and not defines and bool(observes_other_agents(i))
 
 
 def dropped_by_producers(i: ast.Instruction) -> bool:
@@ -137,7 +142,7 @@ def _unreplayable(ops: tuple[Op, ...] | list[Op]) -> tuple[Op, str] | None:
 
 
 def _barrier(i: ast.Instruction) -> bool:
-    return bool(isa.effects(i) & Effect.BARRIER) or isa.family(i) in ("bar", "barrier")
+    return bool(isa.effects(i) & Effect.BARRIER)
 
 
 def _writes_shared(i: ast.Instruction) -> bool:
@@ -233,9 +238,12 @@ def find_staged_loop(
     extra_threads: int = 0,
     registers: int | None = None,
     cfg: CFG | None = None,
+    roles: bool = True,
 ) -> StagedLoop | Refusal:
     """The staged tile loop of a kernel, or why the split is refused. `stages` ring slots, `extra_threads`
-    producer threads added to the block, `registers` per thread from ptxas (None: not checked)."""
+    producer threads added to the block, `registers` per thread from ptxas (None: not checked); `roles` False for
+    the pipeline, which keeps the block and runs no replayed copy in other threads: the checks that only the split's
+    grown block, producers' replay and counted barriers need are skipped."""
     name = function.name
     cfg = cfg or build_cfg(function)
     f = _Finder(module, function, cfg)
@@ -251,17 +259,18 @@ def find_staged_loop(
         return refuse(function.line, "no loop waits at a CTA barrier twice per trip (no staged tile loop)")
     bounds = block_bounds(function)
     shape = bounds.dims if bounds else ()
-    if not shape or any(n != 1 for n in shape[1:]):
+    if roles and (not shape or any(n != 1 for n in shape[1:])):
         return refuse(function.line, "the block size is not declared one-dimensional (.reqntid/.maxntid N, 1, 1)")
-    n_threads = shape[0]
-    if n_threads % 32:
+    n_threads = shape[0] if shape else 0
+    if n_threads % 32 and roles:
         return refuse(function.line, f"the block of {n_threads} threads is not a whole number of warps")
     for op in ops:
         for operand in op.instruction.operands:
             for n in isa.operand_names(operand):
-                if shape_special(n.text):
-                    return refuse(op.line, f"reads {n.text}, which the grown block would change")
-        if bits := _tid_x_width(op.instruction):
+                if shape_special(n.text) and (roles or n.text in SHARED_SIZE_SPECIALS):
+                    grown = "grown block" if roles else "ring"
+                    return refuse(op.line, f"reads {n.text}, which the {grown} would change")
+        if roles and (bits := _tid_x_width(op.instruction)):
             return refuse(op.line, f"reads %tid.x as a {bits}-bit value, which the producers' copy could not")
         if isa.effects(op.instruction) & Effect.CALL:
             return refuse(op.line, "calls a function (its effects on the roles are unknown)")
@@ -275,7 +284,7 @@ def find_staged_loop(
         ):
             space = "shared" if any(m.startswith("shared") for m in i.modifiers) else "local"
             return refuse(op.line, f"a generic pointer into {space} memory (cvta): the roles could not keep it apart")
-        if _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
+        if roles and _barrier(i) and i.opcode in ("bar", "barrier") and not full_barrier(i):
             return refuse(op.line, f"{i.mnemonic} is not a plain CTA barrier (named barriers are the pass's own)")
     loop = candidates[0]
     body = f.loop_ops(loop)
@@ -301,7 +310,7 @@ def find_staged_loop(
         if cfg.block_of[op.index] in divergent:
             why = divergent[cfg.block_of[op.index]]
             return refuse(op.line, f"barrier under divergent control (thread-dependent branch at line {why.line})")
-    if (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
+    if roles and (stuck := _barrier_after_exits(f, divergent, range(lo, hi))) is not None:
         return refuse(
             stuck.line,
             "a CTA barrier outside the loop some threads may have left before (exit/ret): the "
@@ -317,7 +326,7 @@ def find_staged_loop(
         if not all(cfg.dominates(cfg.block_of[op.index], latch) for latch in loop.latches):
             return refuse(op.line, "barrier not reached on every trip")
     staging, compute, tail = range(lo, filled), range(filled + 1, released), range(released + 1, hi)
-    if (why := _regions(f, loop, staging, compute, tail)) is not None:
+    if (why := _regions(f, loop, staging, compute, tail, "producers" if roles else "staging")) is not None:
         return why
     loads = tuple(o for o in staging if _reads(ops[o].instruction, "global"))
     stores = tuple(o for o in staging if _writes_shared(ops[o].instruction))
@@ -327,12 +336,12 @@ def find_staged_loop(
         return refuse(ops[filled].line, "the part between the barriers reads no shared memory")
     kind = "bulk" if any(isa.family(ops[o].instruction).startswith("cp.async.bulk") for o in stores) else None
     kind = kind or ("cp.async" if any(isa.family(ops[o].instruction) == "cp.async" for o in stores) else "ld+st")
-    if (why := _producer_inputs(f, module, function, staging, hi)) is not None:
+    if (why := _producer_inputs(f, module, function, staging, hi, roles)) is not None:
         return why
     buffers = _buffers(module, function)
     if isinstance(buffers, str):
         return refuse(function.line, buffers)
-    if (unreplayable := _unreplayable(ops[:lo])) is not None:
+    if roles and (unreplayable := _unreplayable(ops[:lo])) is not None:
         op, why = unreplayable
         return refuse(op.line, f"{op.instruction.mnemonic} at line {op.line} before the loop {why}")
     if (escape := _escaping_address(f, buffers)) is not None:
@@ -349,7 +358,7 @@ def find_staged_loop(
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     target_limit = shared_limit(arch) if arch else None
     limit = min(target_limit or STATIC_SHARED_PER_BLOCK, STATIC_SHARED_PER_BLOCK)  # the ring is static shared
-    ring = stages * result.shared_bytes + 16 * stages
+    ring = stages * result.shared_bytes + (16 * stages if roles else 0)  # the split adds its mbarriers
     if ring > limit:
         return refuse(
             function.line,
@@ -432,14 +441,20 @@ def _barrier_after_exits(f: _Finder, divergent: dict[int, Op], loop: range) -> O
 
 
 def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
-    """Staging ops the consumers keep: the register arithmetic of the loop header's first block (run on every
-    trip, before staging branches), computed from nothing the staging part loads (a tile's base index, say)."""
+    """Staging ops the consumers keep: the register arithmetic of the staging blocks run once on every trip (each
+    dominates the first barrier and lies in no inner loop: the header's first block, a join after nvcc's bounds
+    checks), computed from nothing the staging part loads (a tile's base index, a buffer's address, say)."""
     cfg, ops = f.cfg, f.ops
-    first = cfg.blocks[cfg.block_of[staging.start]]
+    outer = next((loop for loop in f.loops if loop.header == cfg.block_of[staging.start]), None)
+    inner = {b for loop in f.loops if outer is None or loop.index != outer.index for b in loop.blocks}
+    barrier = cfg.block_of[staging.stop]
     kept = {
         o.index
-        for o in ops[staging.start : min(first.end, staging.stop)]
-        if not isa.memory_accesses(o.instruction) and not isa.effects(o.instruction) & _IMPURE
+        for o in ops[staging.start : staging.stop]
+        if not isa.memory_accesses(o.instruction)
+        and not isa.effects(o.instruction) & _IMPURE
+        and (block := cfg.block_of[o.index]) not in inner
+        and cfg.dominates(block, barrier)
     }
     changed = True
     while changed:  # an input computed by a dropped staging op makes the op useless to keep
@@ -452,7 +467,9 @@ def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
     return frozenset(kept)
 
 
-def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
+def _regions(
+    f: _Finder, loop: Loop, staging: range, compute: range, tail: range, ahead: str = "producers"
+) -> Refusal | None:
     """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
     header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
     from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names); nothing in
@@ -477,9 +494,9 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
         if where == "compute" and _writes_shared(i):
             return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
         if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
-            return Refusal(name, op.line, f"{i.mnemonic} in the {where} part (producers must not order or wait)")
+            return Refusal(name, op.line, f"{i.mnemonic} in the {where} part ({ahead} must not order or wait)")
         if where and (why := observes_other_agents(i)):  # an acquire of trip k orders trip k+1's staging loads
-            return Refusal(name, op.line, f"{why} in the {where} part: producers running ahead would not observe it")
+            return Refusal(name, op.line, f"{why} in the {where} part: {ahead} running ahead would not observe it")
         if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
             return Refusal(name, op.line, "the staging part writes memory other than shared")
         if where == "tail" and isa.memory_accesses(i):
@@ -502,11 +519,12 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
 
 
 def _producer_inputs(
-    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int
+    f: _Finder, module: ast.Module, function: ast.Function, staging: range, end: int, roles: bool = True
 ) -> Refusal | None:
     """What producers recompute (everything before the loop, the staging part, the tail) must read only memory
     no thread of the kernel writes, so they see the bytes the consumers would have; staging addresses must come
-    from no loaded value at all (kernel parameters aside)."""
+    from no loaded value at all (kernel parameters aside). Without roles (the pipeline) only the staging part runs
+    early (S - 1 trips ahead, in the same thread), so only its reads are checked."""
     ops, name = f.ops, function.name
     facts = memory_facts(module, function, f.cfg)
     changing = {a.op for a in facts.accesses if a.param not in facts.read_only_params}
@@ -515,7 +533,7 @@ def _producer_inputs(
     writes = [a.op for a in facts.accesses if a.mode is not Mode.READ]
     early = sorted(o for o in (*writes, *facts.unknown_writes) if o < end)
     spaces = variable_spaces(module, function)
-    for at in range(staging.stop):
+    for at in range(staging.start if not roles else 0, staging.stop):
         i = ops[at].instruction
         where = "staging part" if at in staging else "code before the loop"
         if _reads(i, "shared"):

@@ -269,6 +269,11 @@ def optimize(result, out: Out, machine: bool) -> None:
             out.status(f"{result.path}:{s.line}: {s.kernel}: skipped {s.mnemonic}: {s.reason}")
     for warning in result.warnings:
         out.stderr.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}")
+    for b in result.checks.batching:  # warp-roles: the consumers' loads in flight, loud where they fell
+        if b.fell:
+            out.stderr.print(f"[bold yellow]warning:[/bold yellow] {escape(str(b))}")
+        else:
+            out.status(str(b))
     hints = dict.fromkeys(s.kernel for r in result.reports for s in r.skipped if "--noalias" in s.reason)
     for kernel in hints:  # the one skip a user can act on: declare the pointers alias-free
         out.status(f"note: {kernel}: loads could be .nc if its pointers never alias (--noalias {kernel})")
@@ -328,7 +333,9 @@ def _optimize_summary(result) -> str:
         return head + " · input unchanged"
     c = result.checks
     if c.roles:  # warp-roles: verified as a whole, not per instruction
-        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
+        return " · ".join(
+            (head, "ptxas ok", f"SASS of {c.roles} warp-role kernel(s) shows the ring (SYNCS; LDGSTS, DEPBAR)")
+        )
     parts = [head, "ptxas ok"]
     if retuned:
         parts.append("registers and spills as measured")

@@ -23,6 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ptxtool.analysis.batching import sass_loops
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.staging import Refusal, find_staged_loop
 from ptxtool.errors import EXIT_FOUND, EXIT_OK, Diagnostic, InputError, Location, UsageError
 from ptxtool.passes import DEFAULT_PIPELINE, PASSES, PassReport, run_pipeline, warp_roles
 from ptxtool.passes.cache_operators import NAME as CACHE_OPERATORS
@@ -35,7 +38,7 @@ from ptxtool.syntax.names import matches
 from ptxtool.syntax.printer import LINE, inline
 from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.resources import FunctionResources
-from ptxtool.toolchain.sass import GLOBAL_MEMORY, SassCode, crossings, disassemble, listing
+from ptxtool.toolchain.sass import GLOBAL_MEMORY, ListingLine, SassCode, crossings, disassemble, listing
 
 SCHEMA = "ptxtool.optimize/2"  # /2: `problems` are diagnostics (in /1, strings)
 # The `code` of each reason a file fails (its `problems`): a unit --strict let fail, the split's own proof, the register
@@ -107,6 +110,31 @@ class KernelChange:
         }
 
 
+@dataclass(frozen=True)
+class Batching:
+    """warp-roles: the loads in flight of a split kernel's consumers' loop (the compute part's loads, counted by
+    `analysis.batching`) in the input's SASS and in the split's; None where no SASS loop holds the compute part."""
+
+    kernel: str
+    before: int | None
+    after: int | None
+
+    @property
+    def fell(self) -> bool:
+        return self.before is not None and self.after is not None and self.after < self.before
+
+    def __str__(self) -> str:
+        said = f"{self.kernel}: consumers' loads in flight per trip {_count(self.before)} -> {_count(self.after)}"
+        return said + (" (ptxas batches them less: time the split before using it)" if self.fell else "")
+
+    def to_data(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "before": self.before, "after": self.after, "fell": self.fell}
+
+
+def _count(n: int | None) -> str:
+    return "?" if n is None else str(n)
+
+
 @dataclass
 class Checks:
     """What verification looked at in what is written: promised SASS modifiers (present / promised), rewritten
@@ -118,6 +146,7 @@ class Checks:
     gpu: str | None = None
     trials: int = 0
     roles: int = 0  # warp-roles: split kernels whose SASS shows the ring's mbarrier waits and arrivals
+    batching: list[Batching] = field(default_factory=list)  # warp-roles: consumers' loads in flight, per kernel
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -127,6 +156,7 @@ class Checks:
             "gpu": self.gpu,
             "gpu_trials": self.trials,
             "split_kernels_with_mbarriers": self.roles,
+            "consumer_loads_in_flight": [b.to_data() for b in self.batching],
         }
 
 
@@ -332,8 +362,7 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
             split = {f.name: f for f in optimized.kernels}
             for r in reports[0].rewrites:
                 opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
-                moved = _moves_registers(split[r.kernel])
-                proof = warp_roles.SASS_PROOF + (warp_roles.SETMAXNREG_PROOF if moved else ())
+                proof = warp_roles.sass_proof(split[r.kernel])
                 missing = [m for m in proof if m not in opcodes]
                 if missing:
                     said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
@@ -341,6 +370,8 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
             text = format_module(optimized) if not problems else text
     result = OptimizeResult(path, arch, text, reports, failures=problems)
     result.checks.roles = 0 if problems else len(reports[0].rewrites)
+    if reports[0].changed and not problems:
+        result.checks.batching = _batching(module, optimized, arch, path, [r.kernel for r in reports[0].rewrites])
     result.kernels = [
         KernelChange(k.name, before.functions.get(k.name), after.functions.get(k.name), {}, {}) for k in module.kernels
     ]
@@ -349,6 +380,37 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
     if result.verified and target and (result.changed or target != source.path):
         write_atomic(target, result.text)
     return result
+
+
+def _batching(module: ast.Module, optimized: ast.Module, arch: str, path: str, kernels: list[str]) -> list[Batching]:
+    """Per split kernel, the loads in flight of its consumers' loop before and after: the compute part's loads (the
+    consumers' own: the producers replay only the code before the compute part) in the SASS loop whose own body
+    holds the most of the compute part's lines, in the input's SASS and in the split's (both tied to input lines)."""
+    try:
+        before, after = _listings(module, arch, path), _listings(optimized, arch, path)
+    except InputError:  # both assembled without -lineinfo already; a report-only check does not fail the run
+        return [Batching(name, None, None) for name in kernels]
+    functions = {f.name: f for f in module.kernels}
+    out = []
+    for name in kernels:
+        cfg = build_cfg(functions[name])
+        found = find_staged_loop(module, functions[name], cfg=cfg)
+        if isinstance(found, Refusal):  # the pass split it with its own settings: nothing to map the loop by
+            out.append(Batching(name, None, None))
+            continue
+        lines = frozenset(cfg.linear.ops[i].line for i in found.compute)
+        counts = [_consumers_in_flight(listings.get(name, []), lines) for listings in (before, after)]
+        out.append(Batching(name, *counts))
+    return out
+
+
+def _consumers_in_flight(listing_lines: list[ListingLine], compute: frozenset[int]) -> int | None:
+    """The loads in flight, counting the compute part's loads only, of the loop whose own body holds the most
+    compute lines (then the most of its loads); None when no loop holds any."""
+    loops = [loop for loop in sass_loops(listing_lines, compute) if loop.lines & compute]
+    if not loops:
+        return None
+    return max(loops, key=lambda loop: (len(loop.lines & compute), loop.loads)).in_flight
 
 
 @dataclass(frozen=True)
@@ -401,11 +463,6 @@ def _keep_verified(
         dropped += [dropped_rewrite(path, r, failures[u.key]) for u in kept if u.key in failures for r in u.rewrites]
         kept = [u for u in kept if u.key not in failures]
     return kept, dropped, [], before
-
-
-def _moves_registers(function: ast.Function) -> bool:
-    """The split moved registers between the roles (setmaxnreg): ptxas ignores it silently unless it can count them."""
-    return function.body is not None and any(i.opcode == "setmaxnreg" for i in ast.instructions(function.body))
 
 
 def _failure(path: str, message: str, code: str, line: int = 0, column: int = 0, **properties: Any) -> Diagnostic:
@@ -698,14 +755,20 @@ def reprinted(module: ast.Module) -> tuple[str, dict[int, int]]:
     return text, line_of
 
 
-def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
-    """Per function, its SASS with each instruction's input line (0: an instruction a pass inserted, -1: none)."""
+def _listings(module: ast.Module, arch: str, path: str) -> dict[str, list[ListingLine]]:
+    """Per function, its SASS listing with each instruction's input line (0: an instruction a pass inserted, -1:
+    none)."""
     text, line_of = reprinted(module)
     cubin = compile_ptx(text, path, arch, lineinfo=True).cubin
     return {
-        name: SassCode.of([replace(e, ptx_line=line_of.get(e.ptx_line, -1)) for e in lines])
+        name: [replace(e, ptx_line=line_of.get(e.ptx_line, -1)) for e in lines]
         for name, lines in listing(cubin, with_ptx_lines=True).items()
     }
+
+
+def _sass(module: ast.Module, arch: str, path: str) -> dict[str, SassCode]:
+    """Per function, its SASS with each instruction's input line (0: an instruction a pass inserted, -1: none)."""
+    return {name: SassCode.of(lines) for name, lines in _listings(module, arch, path).items()}
 
 
 def _shown(modifier: str, opcode_modifiers: tuple[str, ...]) -> bool:

@@ -17,8 +17,8 @@ becomes, for consumers (%tid.x < N)
 
 and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
 the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
-consumers' code become `bar.sync 1, N`. The pipeline variant (S stages without roles) is not implemented yet and
-is refused.
+consumers' code become `bar.sync 1, N`. The pipeline variant (`variant="pipeline"`) keeps the block and has
+every thread stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ from dataclasses import dataclass, replace
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.dataflow.liveness import def_use
 from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
+from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
 from ptxtool.isa import Mode
 from ptxtool.isa.targets import Target, version
 from ptxtool.passes.report import PassReport, Rewrite, Skip
+from ptxtool.passes.warp_roles.copies import async_copies
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
@@ -44,6 +47,7 @@ from ptxtool.passes.warp_roles.emit import (
     statements,
     wait_code,
 )
+from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
 from ptxtool.passes.warp_roles.producers import producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
 from ptxtool.syntax import ast
@@ -54,6 +58,7 @@ OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and 
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
 SETMAXNREG_PROOF = ("USETMAXREG",)  # and of setmaxnreg, where the split moves registers between the roles
+PIPELINE_PROOF = ("LDGSTS", "LDGDEPBAR", "DEPBAR.LE")  # of cp.async, commit_group and wait_group
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,15 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
             continue
         why = _unsupported(module, settings, arch)
+        if settings.variant == "pipeline" and not why:
+            done = _pipeline(module, item, settings)
+            if isinstance(done, Refusal):
+                report.skipped.append(Skip(item.name, done.line, "warp-roles", done.reason))
+            else:
+                new_items[at], rewrite = done
+                report.rewrites.append(rewrite)
+                report.inserted.append(item.name)
+            continue
         registers = (settings.registers or {}).get(item.name)
         found: StagedLoop | Refusal
         warps = _threads(item) // 32
@@ -242,6 +256,55 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     return replace(module, items=tuple(new_items)), report
 
 
+def _pipeline(
+    module: ast.Module, function: ast.Function, settings: RoleSettings
+) -> tuple[ast.Function, Rewrite] | Refusal:
+    """The kernel pipelined S - 1 trips deep with cp.async (pipeline.py, copies.py), or why not."""
+    cfg = build_cfg(function)
+    found = find_staged_loop(module, function, stages=settings.stages, cfg=cfg, roles=False)
+    if isinstance(found, StagedLoop) and found.kind != "ld+st":
+        found = Refusal(function.name, function.line, f"{found.kind} staging is pipelined already (ld+st only)")
+    if isinstance(found, StagedLoop) and (taken := _taken_name(module, function)):
+        found = Refusal(function.name, function.line, f"the kernel already names {taken}, a name the pass declares")
+    if isinstance(found, StagedLoop) and (why := pipeline_refusal(function, found, cfg)):
+        found = Refusal(function.name, function.line, why)
+    if isinstance(found, Refusal):
+        return found
+    du = def_use(cfg)
+    copies = async_copies(cfg, du, find_loops(cfg, du), found)
+    if isinstance(copies[0], int):
+        line, why = copies
+        return Refusal(function.name, line, why)
+    offsets, stage_bytes = ring_layout(found)
+    ring_names: dict[str, ast.Operand] = {
+        b: ast.SymbolOffset(ast.Name(RING), ast.Immediate(str(off))) for b, off in offsets.items()
+    }
+    wide = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}.__contains__
+    stages = settings.stages
+    out = pipelined(function, found, copies, stages, stage_bytes, ring_names, wide, cfg)
+    filled = sum(c.zero_fill for c in copies)
+    rewrite = Rewrite(
+        function.name,
+        function.line,
+        f"{len(copies)} ld.global+st.shared per trip",
+        f"{len(copies)} cp.async, {stages - 1} trips ahead",
+        (
+            f"pipeline: {stages}-slot cp.async ring of {stage_bytes} bytes per slot, the block unchanged",
+            f"{len(copies)} staging stores became cp.async ({filled} zero-filled where the input stored zero)",
+        ),
+    )
+    return out, rewrite
+
+
+def sass_proof(function: ast.Function) -> tuple[str, ...]:
+    """What the SASS of a kernel this pass rewrote must show: the pipeline's copies and their group waits, or the
+    split's mbarrier waits and arrivals (and setmaxnreg's register moves where the split made them)."""
+    ops = {i.opcode for i in ast.instructions(function.body)} if function.body is not None else set()
+    if "mbarrier" not in ops:
+        return PIPELINE_PROOF
+    return SASS_PROOF + (SETMAXNREG_PROOF if "setmaxnreg" in ops else ())
+
+
 def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
     """A name of the input that the split's own registers, labels or shared variables would declare again."""
     items = [d for d in module.items if isinstance(d, ast.Declaration)]
@@ -268,10 +331,13 @@ def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None
     """Why the settings or the file rule the pass out for every kernel."""
     if settings.variant not in VARIANTS:
         return f"unknown variant {settings.variant!r} (split or pipeline)"
-    if settings.variant == "pipeline":
-        return "the pipeline variant is not implemented yet"
     if settings.stages < 2 or settings.stages > 16:
         return f"stages must be 2..16, not {settings.stages}"
+    if settings.variant == "pipeline":
+        ptx = version(module.version or "")
+        if arch is None or arch.number < 80 or ptx is None or ptx < (7, 0):
+            return "the pipeline needs sm_80 or later and PTX ISA 7.0 (cp.async)"
+        return None
     if arch is None or arch.number < 90:
         return "the split needs sm_90 or later (mbarrier.try_wait)"
     ptx = version(module.version or "")

@@ -72,8 +72,8 @@ def renamed(i: ast.Instruction, names: dict[str, ast.Operand]) -> ast.Instructio
     return replace(i, operands=tuple(rename_operand(x, names) for x in i.operands))
 
 
-def relocated(i: ast.Instruction, wide: Callable[[str], bool]) -> tuple[ast.Statement, ...]:
-    """A shared access moved into the current ring slot: each shared address plus the slot's offset (%wr_off),
+def relocated(i: ast.Instruction, wide: Callable[[str], bool], offset: str = "%wr_off") -> tuple[ast.Statement, ...]:
+    """A shared access moved into the current ring slot: each shared address plus the slot's offset (`offset`),
     through a scratch register of its own per operand."""
     out: list[ast.Statement] = []
     operands = list(i.operands)
@@ -83,10 +83,10 @@ def relocated(i: ast.Instruction, wide: Callable[[str], bool]) -> tuple[ast.Stat
             continue
         base = operand.base.text
         if wide(base):
-            out += statements(f"cvt.u64.u32 %wr_wide, %wr_off;\nadd.u64 %wr_ad{n}, {base}, %wr_wide;")
+            out += statements(f"cvt.u64.u32 %wr_wide, {offset};\nadd.u64 %wr_ad{n}, {base}, %wr_wide;")
             operands[n] = replace(operand, base=ast.Name(f"%wr_ad{n}"))
         else:  # a 32-bit register or the ring's symbol
-            out += statements(f"mov.u32 %wr_a{n}, {base};\nadd.u32 %wr_a{n}, %wr_a{n}, %wr_off;")
+            out += statements(f"mov.u32 %wr_a{n}, {base};\nadd.u32 %wr_a{n}, %wr_a{n}, {offset};")
             operands[n] = replace(operand, base=ast.Name(f"%wr_a{n}"))
     return (*out, replace(i, operands=tuple(operands)))
 

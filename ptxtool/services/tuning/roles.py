@@ -1,6 +1,7 @@
 """tune's `warp-roles` generator: the warp-role split of the tuned kernel for every variant, producer-warp count and
 stage count the space names, through `optimize`'s verification (ptxas accepts it, the SASS shows the ring's
-mbarrier waits and arrivals). A setting the pass refuses is no candidate: its reason goes in the notes.
+mbarrier waits and arrivals, or the pipeline's LDGSTS and its group waits). A setting the pass refuses is no
+candidate: its reason goes in the notes. The pipeline variant keeps the block: its candidate launches as the spec.
 
 The split grows the block by its producer warps, added after the consumers so each consumer keeps its %tid. The
 candidate's launch is the spec's with the block the split kernel declares: the pass states it as the kernel's
@@ -89,7 +90,12 @@ def candidates(context: Context) -> Iterator[Candidate]:
         shown = (variant, str(DEFAULT_PRODUCERS if producers is None else producers), str(stages))
         label = _label([shown])
         split = split_kernel(context, RoleSettings(variant=variant, producer_warps=producers, stages=stages), registers)
-        block = launch_block(original, split, spec.block) if isinstance(split, ast.Function) else split
+        if not isinstance(split, ast.Function):
+            block: Dims | str = split
+        elif variant == "pipeline":  # the block and every thread's %tid stay: the spec's launch
+            block = spec.block
+        else:
+            block = launch_block(original, split, spec.block)
         if isinstance(block, str):
             refused.setdefault(block, []).append(shown)
             continue

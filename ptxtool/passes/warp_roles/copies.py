@@ -1,0 +1,449 @@
+"""Staging stores turned into `cp.async`: a `st.shared` of a value only an `ld.global` of the same bytes gave it
+becomes a copy from the load's address into the ring slot, so one thread issues a trip's copies without waiting
+for each load. nvcc's bounds-checked staging (the value is the load or an all-zero value) becomes a copy whose
+src-size is 0 on the zero path: cp.async fills the bytes it does not read with zeros (PTX ISA, cp.async).
+
+cp.asyncs are not ordered with each other nor with plain stores, so the conversion is refused unless every shared
+write of the staging part converts and the converted stores of one trip write disjoint bytes in each thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool import isa
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse
+from ptxtool.analysis.linear import Op
+from ptxtool.analysis.loops import Loop
+from ptxtool.analysis.staging import SharedBuffer, StagedLoop
+from ptxtool.isa.caching import access_bytes
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
+from ptxtool.syntax import ast
+
+CP_ASYNC_BYTES = (4, 8, 16)  # cp.async.ca copies 4, 8 or 16 bytes, .cg only 16 (PTX ISA, cp.async)
+_ORDERED = frozenset(("volatile", "relaxed", "acquire", "release", "mmio"))  # a cp.async would not keep these
+
+
+@dataclass(frozen=True)
+class AsyncCopy:
+    """Copy `number`: the load and the store it joins, the size, and how the zero path is chosen: `zeros` are the
+    other definitions of the stored register that reach the store (each all-zero bits), `select` a selp between
+    the loaded register and zero (with `loaded_first`: the load is selp's first choice)."""
+
+    number: int
+    load: int
+    store: int
+    size: int
+    zeros: tuple[int, ...] = ()
+    select: int | None = None
+
+    @property
+    def source(self) -> str:
+        return f"%wr_src{self.number}"
+
+    @property
+    def flag(self) -> str:
+        """True where this trip's path copies the loaded bytes, false where it stores zeros."""
+        return f"%wr_cp{self.number}"
+
+    @property
+    def zero_fill(self) -> bool:
+        return bool(self.zeros) or self.select is not None
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a converted store writes, before the ring moves it: the buffer, the base register (None: the
+    buffer's symbol itself) with its reaching definitions, the constant offset and the size."""
+
+    buffer: str
+    base: str | None
+    defs: frozenset[int]
+    offset: int
+    size: int
+
+
+def zero_bits(operand: ast.Operand) -> bool:
+    """Whether an immediate's bits are all zero (0, 0f00000000, 0d0000000000000000; not -0.0)."""
+    if not isinstance(operand, ast.Immediate):
+        return False
+    text = operand.text.lower()
+    if text[:2] in ("0f", "0d"):
+        return int(text[2:], 16) == 0
+    try:
+        value = ast.literal_value(operand.text)
+    except ValueError:
+        return False
+    return value == 0 and not str(value).startswith("-")
+
+
+def _space(i: ast.Instruction) -> str | None:
+    return next((s for _, _, s in isa.memory_accesses(i)), None)
+
+
+_BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
+_EVALUATED = ("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "div", "rem", "min", "max", "neg")
+_Value = tuple[str | None, int]  # a shared buffer's symbol (or None) plus an integer
+
+
+def _arith(opcode: str, signed: bool, bits: int, args: list[int]) -> int | None:
+    """One integer instruction's result on `bits`-bit operands (two's complement, C division), or None."""
+    mask = (1 << bits) - 1
+
+    def s(v: int) -> int:
+        v &= mask
+        return v - (1 << bits) if signed and v >> (bits - 1) else v
+
+    a = [s(x) for x in args]
+    if opcode == "mov":
+        out = a[0]
+    elif opcode == "add":
+        out = a[0] + a[1]
+    elif opcode == "sub":
+        out = a[0] - a[1]
+    elif opcode == "mul":
+        out = a[0] * a[1]
+    elif opcode == "mad":
+        out = a[0] * a[1] + a[2]
+    elif opcode == "shl":
+        out = a[0] << min(args[1] & 0xFFFFFFFF, bits)
+    elif opcode == "shr":
+        out = a[0] >> min(args[1] & 0xFFFFFFFF, bits)
+    elif opcode in ("and", "or", "xor"):
+        out = a[0] & a[1] if opcode == "and" else a[0] | a[1] if opcode == "or" else a[0] ^ a[1]
+    elif opcode in ("div", "rem"):
+        if a[1] == 0:
+            return None
+        q = abs(a[0]) // abs(a[1]) * (1 if (a[0] < 0) == (a[1] < 0) else -1)
+        out = q if opcode == "div" else a[0] - q * a[1]
+    elif opcode in ("min", "max"):
+        out = min(a) if opcode == "min" else max(a)
+    else:  # neg
+        out = -a[0]
+    return out & mask
+
+
+class _Converter:
+    """The proofs, per staging store; each method returns its finding or a reason (a str)."""
+
+    def __init__(self, cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> None:
+        self.cfg, self.du, self.loops, self.found = cfg, du, loops, found
+        self.ops = cfg.linear.ops
+        self.names = {r.key: r.name for r in cfg.linear.registers.values()}
+        self.buffer_names = {b.name for b in found.buffers}
+        self.threads = found.threads or MAX_BLOCK_THREADS  # %tid.x < the declared block's x, or 1,024 at most
+        self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
+
+    def key(self, op: Op, name: str) -> str | None:
+        return next((k for k in op.uses if self.names[k] == name), None)
+
+    def in_inner_loop(self, index: int) -> bool:
+        block = self.cfg.block_of[index]
+        return any(loop.index != self.found.loop.index and block in loop.blocks for loop in self.loops)
+
+    def zero(self, at: int, key: str, seen: set[int]) -> bool:
+        """Whether definition `at` of register `key` gives all-zero bits (a mov of zero, or of a register whose
+        every reaching definition does)."""
+        if at in seen:
+            return True
+        seen.add(at)
+        i = self.ops[at].instruction
+        if isa.family(i) != "mov" or len(i.operands) != 2 or isa.memory_accesses(i):
+            return False
+        value = i.operands[1]
+        if zero_bits(value):
+            return True
+        if not isinstance(value, ast.Name) or (inner := self.key(self.ops[at], value.text)) is None:
+            return False
+        defs = self.du.defs_of.get((at, inner), ())
+        return bool(defs) and ENTRY not in defs and all(self.zero(d, inner, seen) for d in defs)
+
+    def load(self, at: int, key: str, size: int) -> ast.Instruction | str:
+        """The `ld.global` at `at` if a cp.async can read what it reads: weak, scalar, `size` bytes, a 64-bit
+        address, its value read by one instruction only."""
+        i = self.ops[at].instruction
+        target = i.operands[0] if i.operands else None
+        address = i.operands[1] if len(i.operands) == 2 else None
+        line = self.ops[at].line
+        if isa.family(i) != "ld" or _space(i) != "global" or not isinstance(target, ast.Name | ast.Vector):
+            return f"the value stored comes from {i.mnemonic} at line {line}, not only from a global load"
+        if set(i.modifiers) & _ORDERED:
+            return f"{i.mnemonic} at line {line} is ordered: a cp.async would not keep its order"
+        if access_bytes(i) != size or size not in CP_ASYNC_BYTES:
+            return f"{i.mnemonic} at line {line} reads {access_bytes(i)} bytes; cp.async copies 4, 8 or 16"
+        if not isinstance(address, ast.Address):
+            return f"{i.mnemonic} at line {line} has no address operand"
+        if isinstance(address.base, ast.Name) and address.base.text.startswith("%"):
+            register = next((r for r in self.cfg.linear.registers.values() if r.name == address.base.text), None)
+            if register is None or not register.type.endswith("64"):
+                return f"{i.mnemonic} at line {line} reads through a 32-bit address; cp.async takes a 64-bit one"
+        if self.du.uses_of.get((at, key)) is None or len(self.du.uses_of[(at, key)]) != 1:
+            return f"the value {i.mnemonic} loads at line {line} is read elsewhere than by the store"
+        if self.in_inner_loop(at):
+            return f"{i.mnemonic} at line {line} runs more than once per trip (an inner loop)"
+        return i
+
+    def copy(self, number: int, store_at: int, buffers: dict[str, SharedBuffer]) -> AsyncCopy | str:
+        """The cp.async that does staging store `store_at`, or why none does."""
+        op = self.ops[store_at]
+        store, line = op.instruction, op.line
+        data = store.operands[-1] if len(store.operands) == 2 else None
+        size = access_bytes(store)
+        if isa.family(store) != "st" or _space(store) not in ("shared", "shared::cta") or store.guard is not None:
+            return f"{store.mnemonic} at line {line} writes shared memory and is not a plain unguarded st.shared"
+        if set(store.modifiers) & _ORDERED or not isinstance(data, ast.Name | ast.Vector) or size not in CP_ASYNC_BYTES:
+            return f"{store.mnemonic} at line {line} is not a weak scalar store of 4, 8 or 16 bytes"
+        if self.in_inner_loop(store_at):
+            return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
+        if not self.cfg.dominates(self.cfg.block_of[store_at], self.cfg.block_of[self.found.filled]):
+            return (
+                f"{store.mnemonic} at line {line} is skipped on some paths of a trip: a byte it skips would hold "
+                "the value of S trips before, not of the trip before"
+            )
+        if not self.invariant(store_at):
+            return (
+                f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
+                "trip skips would hold the value of S trips before"
+            )
+        if isinstance(data, ast.Vector):
+            return self.vector(number, store_at, data, size)
+        key = self.key(op, data.text)
+        defs = self.du.defs_of.get((store_at, key), ()) if key else ()
+        if not defs or ENTRY in defs or any(d not in self.found.staging for d in defs):
+            return f"the value {store.mnemonic} stores at line {line} is not defined in the staging part alone"
+        loads = [d for d in defs if isa.memory_accesses(self.ops[d].instruction)]
+        if len(loads) == 1:
+            if isinstance(why := self.load(loads[0], key, size), str):
+                return why
+            zeros = tuple(d for d in defs if d != loads[0])
+            if self.ops[loads[0]].instruction.guard is not None and not zeros:
+                return f"the value {store.mnemonic} stores at line {line} is loaded on some paths only"
+            if not all(self.zero(d, key, set()) for d in zeros):
+                return f"the value {store.mnemonic} stores at line {line} is the load or a value other than zero"
+            return AsyncCopy(number, loads[0], store_at, size, zeros)
+        if len(defs) == 1 and isa.family(chosen := self.ops[defs[0]].instruction) == "selp":
+            return self.selected(number, store_at, defs[0], chosen, size)
+        return f"the value {store.mnemonic} stores at line {line} is not only loaded from global memory"
+
+    def vector(self, number: int, store_at: int, data: ast.Vector, size: int) -> AsyncCopy | str:
+        """`st.shared.v4 [s], {%f1, ..}` of exactly the registers one unguarded vector load defined, in order (no
+        zero-fill: its elements could come from different paths)."""
+        op = self.ops[store_at]
+        names = [x.text if isinstance(x, ast.Name) else "" for x in data.items]
+        keys = [k for n in names if (k := self.key(op, n)) is not None]
+        defs = {d for k in keys for d in self.du.defs_of.get((store_at, k), ())}
+        why = f"the vector {op.instruction.mnemonic} at line {op.line} stores other than one vector load's registers"
+        if len(keys) != len(set(names)) or len(keys) != len(names) or len(defs) != 1:
+            return why
+        at = defs.pop()
+        if at not in self.found.staging:
+            return why
+        load = self.ops[at].instruction
+        target = load.operands[0] if load.operands else None
+        if not isinstance(target, ast.Vector) or [x.text for x in target.items if isinstance(x, ast.Name)] != names:
+            return why
+        if load.guard is not None:
+            return f"{load.mnemonic} at line {self.ops[at].line} is guarded: a vector copy has no zero-fill path"
+        for key in keys:
+            if isinstance(found := self.load(at, key, size), str):
+                return found
+        return AsyncCopy(number, at, store_at, size)
+
+    def selected(self, number: int, store_at: int, at: int, selp: ast.Instruction, size: int) -> AsyncCopy | str:
+        """`selp %v, %loaded, 0, %p` (or `0, %loaded`): the copy reads where the load is chosen."""
+        line = self.ops[at].line
+        if len(selp.operands) != 4 or selp.guard is not None:
+            return f"{selp.mnemonic} at line {line} is not a plain selp"
+        uses = self.du.uses_of.get((at, self.key_def(at, selp.operands[0])), ())
+        if tuple(uses) != (store_at,):
+            return f"the value {selp.mnemonic} selects at line {line} is read elsewhere than by the store"
+        for loaded, other in ((1, 2), (2, 1)):
+            name, zero = selp.operands[loaded], selp.operands[other]
+            key = self.key(self.ops[at], name.text) if isinstance(name, ast.Name) else None
+            defs = self.du.defs_of.get((at, key), ()) if key else ()
+            if len(defs) != 1 or defs[0] == ENTRY or not isa.memory_accesses(self.ops[defs[0]].instruction):
+                continue
+            if not zero_bits(zero):
+                return f"{selp.mnemonic} at line {line} selects between the load and a value other than zero"
+            if defs[0] not in self.found.staging:
+                return f"the load {selp.mnemonic} selects at line {line} is outside the staging part"
+            if isinstance(why := self.load(defs[0], key, size), str):
+                return why
+            return AsyncCopy(number, defs[0], store_at, size, select=at)
+        return f"{selp.mnemonic} at line {line} selects no global load"
+
+    def key_def(self, at: int, operand: ast.Operand) -> str | None:
+        name = operand.text if isinstance(operand, ast.Name) else None
+        return next((k for k in self.ops[at].defs if self.names[k] == name), None)
+
+    def place(self, copy: AsyncCopy, buffers: dict[str, SharedBuffer]) -> _Place | str:
+        """Which buffer the store writes (the one symbol its address is computed from), its base and offset."""
+        op = self.ops[copy.store]
+        address = op.instruction.operands[0]
+        assert isinstance(address, ast.Address)
+        offset = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+        base = address.base.text if isinstance(address.base, ast.Name) else ""
+        if base in buffers:
+            return _Place(base, None, frozenset(), offset, copy.size)
+        key = self.key(op, base)
+        if key is None:
+            return f"the address of the store at line {op.line} is not a register or a shared buffer"
+        symbols = self.symbols(copy.store, key, buffers)
+        if len(symbols) != 1:
+            return f"the store at line {op.line} writes an address computed from {len(symbols)} shared buffers"
+        defs = frozenset(self.du.defs_of.get((copy.store, key), ()))
+        return _Place(symbols.pop(), base, defs, offset, copy.size)
+
+    def symbols(self, at: int, key: str, buffers: dict[str, SharedBuffer]) -> set[str]:
+        """The shared buffers whose addresses register `key` (as op `at` reads it) is computed from."""
+        out: set[str] = set()
+        work, seen = [(at, key)], set()
+        while work:
+            where, register = work.pop()
+            for d in self.du.defs_of.get((where, register), ()):
+                if d == ENTRY or (d, register) in seen:
+                    continue
+                seen.add((d, register))
+                source = self.ops[d]
+                for operand in source.instruction.operands:
+                    out |= {n.text for n in isa.operand_names(operand) if n.text in buffers}
+                work.extend((d, u) for u in source.uses)
+        return out
+
+    def value(self, at: int, operand: ast.Operand, tid: int, memo: dict) -> _Value | None:
+        """What `operand` of op `at` holds in thread `tid` (%tid.x), computed from %tid.x, constants and shared
+        buffers' addresses alone through one reaching definition each; None where it depends on anything else."""
+        if isinstance(operand, ast.Immediate):
+            try:
+                number = ast.literal_value(operand.text)
+            except ValueError:
+                return None
+            return (None, number) if isinstance(number, int) else None
+        if not isinstance(operand, ast.Name):
+            return None
+        if operand.text == "%tid.x":
+            return None, tid
+        if operand.text in self.buffer_names:
+            return operand.text, 0
+        key = self.key(self.ops[at], operand.text)
+        defs = self.du.defs_of.get((at, key), ()) if key else ()
+        if len(defs) != 1 or defs[0] == ENTRY:
+            return None
+        return self.defined(defs[0], tid, memo)
+
+    def defined(self, at: int, tid: int, memo: dict) -> _Value | None:
+        if (at, tid) in memo:
+            return memo[(at, tid)]
+        memo[(at, tid)] = None  # a cycle evaluates to nothing
+        op = self.ops[at]
+        i = op.instruction
+        words = [m for m in i.modifiers if m[1:] in _BITS and m[0] in "subf"]
+        if op.guarded or i.opcode not in _EVALUATED or not words or words[-1][0] == "f" or len(op.defs) != 1:
+            return None
+        args = [self.value(at, x, tid, memo) for x in i.operands[1:]]
+        if any(a is None for a in args):
+            return None
+        symbols = [a[0] for a in args if a[0] is not None]  # type: ignore[index]
+        numbers = [a[1] for a in args]  # type: ignore[index]
+        symbol = symbols[0] if len(symbols) == 1 else None
+        addend = {"mov": 0, "add": None, "sub": 0, "mad": 2}.get(i.opcode, -1)
+        if len(symbols) > 1 or (symbols and addend == -1):
+            return None
+        if symbols and addend is not None and args[addend][0] is None:  # type: ignore[index]
+            return None  # only a sum (or a difference's first term) carries a buffer's address
+        bits = 64 if "wide" in i.modifiers else _BITS[words[-1][1:]]
+        if "wide" in i.modifiers or "hi" in i.modifiers:
+            return None
+        result = _arith(i.opcode, words[-1][0] == "s", bits, numbers)
+        memo[(at, tid)] = None if result is None else (symbol, result)
+        return memo[(at, tid)]
+
+    def addresses(self, at: int) -> tuple[_Value, ...] | None:
+        """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
+        and a buffer's address alone, evaluated through its definitions (None where it is not one)."""
+        if at not in self.evaluated:
+            address = self.ops[at].instruction.operands[0]
+            assert isinstance(address, ast.Address)
+            extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+            memo: dict = {}
+            out: list[_Value] = []
+            for tid in range(self.threads):
+                base = self.value(at, address.base, tid, memo)
+                if base is None:
+                    break
+                out.append((base[0], base[1] + extra))
+            self.evaluated[at] = tuple(out) if len(out) == self.threads else None
+        return self.evaluated[at]
+
+    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
+        """Whether two stores write disjoint bytes in every thread of the block, address by address."""
+        first, second = (self.addresses(at) for at in stores)
+        if first is None or second is None:
+            return False
+        (na, nb) = sizes
+        return all(sa == sb and not (a < b + nb and b < a + na) for (sa, a), (sb, b) in zip(first, second, strict=True))
+
+    def invariant(self, at: int) -> bool:
+        """Whether the store at `at` writes the same address on every trip: computed from %tid.x, constants and
+        buffers' addresses alone, or from registers defined before the loop only."""
+        address = self.ops[at].instruction.operands[0]
+        assert isinstance(address, ast.Address)
+        if self.addresses(at) is not None:
+            return True
+        base = address.base.text if isinstance(address.base, ast.Name) else ""
+        key = self.key(self.ops[at], base)
+        loop = range(self.found.staging.start, self.found.tail.stop)
+        defs = self.du.defs_of.get((at, key), ()) if key else ()
+        return base in self.buffer_names or (bool(defs) and all(d == ENTRY or d not in loop for d in defs))
+
+    def stable(self, place: _Place, stores: tuple[int, int]) -> bool:
+        """Whether the base register holds one value at both stores: its definitions reaching them are the same
+        and each lies before both, outside inner loops, or outside the staging part (run once per trip at most,
+        never between the two)."""
+        staging = self.found.staging
+        return all(d < 0 or d not in staging or (d < min(stores) and not self.in_inner_loop(d)) for d in place.defs)
+
+
+def async_copies(
+    cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop
+) -> tuple[AsyncCopy, ...] | tuple[int, str]:
+    """A cp.async for every shared write of the staging part, or (line, why not): each converts, each buffer's
+    alignment covers its copy's size, and the stores of one trip write disjoint bytes in each thread."""
+    converter = _Converter(cfg, du, loops, found)
+    buffers = {b.name: b for b in found.buffers}
+    out: list[AsyncCopy] = []
+    places: list[_Place] = []
+    for at in found.stores:
+        line = cfg.linear.ops[at].line
+        copy = converter.copy(len(out), at, buffers)
+        if isinstance(copy, str):
+            return line, copy
+        place = converter.place(copy, buffers)
+        if isinstance(place, str):
+            return line, place
+        # ld/st addresses are aligned to their size (PTX ISA); in the ring the buffer keeps min(.align, 16)
+        if copy.size > min(16, buffers[place.buffer].align):
+            return line, (
+                f"{place.buffer} is aligned to {buffers[place.buffer].align} bytes: a {copy.size}-byte cp.async into "
+                "the ring slot is not proven aligned"
+            )
+        for other, seen in zip(out, places, strict=True):
+            if seen.buffer != place.buffer:
+                continue  # PTX fixes no layout between variables: an access from one never reaches another
+            same = seen.base == place.base and seen.defs == place.defs
+            if converter.enumerated((other.store, at), (other.size, copy.size)):
+                continue  # disjoint in every thread, address by address
+            if not (same and (place.base is None or converter.stable(place, (other.store, at)))):
+                return line, (
+                    f"cannot prove the staging stores at lines {cfg.linear.ops[other.store].line} and {line} write "
+                    f"disjoint bytes of {place.buffer} (cp.asyncs are not ordered with each other)"
+                )
+            if seen.offset < place.offset + place.size and place.offset < seen.offset + seen.size:
+                return line, (
+                    f"the staging stores at lines {cfg.linear.ops[other.store].line} and {line} write the same bytes "
+                    "of one trip: cp.asyncs are not ordered with each other"
+                )
+        out.append(copy)
+        places.append(place)
+    return tuple(out)
