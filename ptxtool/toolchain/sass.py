@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -302,7 +303,29 @@ def parse_op(text: str, ptx_line: int = 0) -> SassOp:
 _TARGET = re.compile(r"`\((\.L_\w+)\)")
 _BRANCHES = frozenset(("BRA", "JMP"))
 _INDIRECT = frozenset(("BRX", "BRXU", "JMX", "JMXU"))
-_ENDS = frozenset(("EXIT", "RET", "KILL"))
+_ENDS_BLOCK = _BRANCHES | _INDIRECT | frozenset(("EXIT", "RET", "KILL"))
+
+
+def basic_blocks(ops: Sequence[SassOp], labels: dict[str, int]) -> tuple[list[int], list[set[int]]]:
+    """One function's basic-block starts (op indices) and each block's successors: a block ends at a label or after
+    a branch, exit or return; a branch whose target the listing does not name (`BRX`, `JMX`) may go to any label."""
+    leaders = {0, *labels.values()} | {n + 1 for n, op in enumerate(ops) if op.mnemonic in _ENDS_BLOCK}
+    starts = sorted(n for n in leaders if n < len(ops))
+    block_at = {start: b for b, start in enumerate(starts)}
+    successors: list[set[int]] = []
+    for b, end in enumerate([*starts[1:], len(ops)] if starts else []):
+        last = ops[end - 1]
+        out: set[int] = set()
+        if last.predicate == "@!PT" or last.mnemonic not in _ENDS_BLOCK or last.predicate not in ("", "@PT"):
+            out |= {b + 1} if b + 1 < len(starts) else set()  # falls through
+        if last.predicate != "@!PT" and last.mnemonic in _BRANCHES | _INDIRECT:
+            target = _TARGET.search(last.operands)
+            known = labels.get(target.group(1)) if target and last.mnemonic in _BRANCHES else None
+            heads = [known] if known is not None else list(labels.values())
+            out |= {block_at[h] for h in heads if h in block_at}
+        successors.append(out)
+    return starts, successors
+
 
 # An ordering instruction's identity across two builds of the same PTX: (PTX line, mnemonic, n-th such instruction).
 OrderKey = tuple[int, str, int]
@@ -328,27 +351,12 @@ class SassCode:
                 labels[entry.text[:-1]] = len(ops)
             else:
                 ops.append(parse_op(entry.text, entry.ptx_line))
-        leaders = {0, *labels.values()}
-        leaders |= {i + 1 for i, op in enumerate(ops) if op.mnemonic in _BRANCHES | _INDIRECT | _ENDS}
-        starts = sorted(s for s in leaders if s < len(ops))
+        starts, successors = basic_blocks(ops, labels)
         block_of = [0] * len(ops)
         for b, start in enumerate(starts):
             for i in range(start, starts[b + 1] if b + 1 < len(starts) else len(ops)):
                 block_of[i] = b
-        edges = [0] * len(starts)
-        for b in range(len(starts)):
-            last = ops[(starts[b + 1] if b + 1 < len(starts) else len(ops)) - 1]
-            never = last.predicate == "@!PT"
-            always = not last.predicate or last.predicate == "@PT"
-            if never or last.mnemonic not in _BRANCHES | _INDIRECT | _ENDS or not always:
-                edges[b] |= 1 << (b + 1) if b + 1 < len(starts) else 0  # falls through
-            if never:
-                continue
-            if last.mnemonic in _BRANCHES and (target := _TARGET.search(last.operands)) and target.group(1) in labels:
-                edges[b] |= 1 << block_of[labels[target.group(1)]] if labels[target.group(1)] < len(ops) else 0
-            elif last.mnemonic in _BRANCHES | _INDIRECT:  # a target we cannot read: any label
-                for at in labels.values():
-                    edges[b] |= 1 << block_of[at] if at < len(ops) else 0
+        edges = [sum(1 << t for t in out) for out in successors]
         seen: Counter[tuple[int, str]] = Counter()
         keys = {}
         for i, op in enumerate(ops):
