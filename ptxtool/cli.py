@@ -355,7 +355,11 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
-@click.option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
+@click.option(
+    "--variant",
+    type=click.Choice(["split", "split-async", "pipeline"]),
+    help="warp-roles: split (default; producers ld+st), split-async (producers cp.async) or pipeline (no roles).",
+)
 @click.option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
 @click.option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
