@@ -120,7 +120,7 @@ def _split(
     staging = async_producers.async_staging(copies, wide) if copies else Staging()
     producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide, staging)
     producer_threads = n // shares
-    copies = [
+    share_registers = [
         replace(d, declarators=tuple(replace(x, name=share_name(x.name, j)) for x in d.declarators))
         for j in range(1, shares)
         for d in body.statements
@@ -159,7 +159,7 @@ def _split(
     kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
     split_body = (
         *[s for s in kept if isinstance(s, ast.Declaration)],
-        *copies,
+        *share_registers,
         *statements(prologue),
         *(statements(consumer_prologue, arch) if moved else ()),
         *[s for s in kept if not isinstance(s, ast.Declaration)],
