@@ -224,6 +224,60 @@ def test_disjoint_pair_is_pipelined() -> None:
     _sass_proof(out)
 
 
+VECTOR = (
+    (".reg .f32 \t%f<6>;", ".reg .f32 \t%f<10>;"),
+    (".align 4 .b8 tile[512]", ".align 16 .b8 tile[2048]"),
+    ("shl.b32 \t%r7, %r2, 2;", "shl.b32 \t%r7, %r2, 4;"),
+    (
+        LOAD + STORE,
+        "\tld.global.nc.v4.f32 \t{%f6, %f7, %f8, %f9}, [%rd5];\n\tst.shared.v4.f32 \t[%r8], {%f6, %f7, %f8, %f9};\n",
+    ),
+)
+
+
+def test_a_vector_copy_is_one_16_byte_cp_async() -> None:
+    """`ld.global.nc.v4.f32` + `st.shared.v4.f32` of the same registers: one 16-byte `cp.async.cg` (L2 only)."""
+    out, report = _pipeline(_planted(*VECTOR), 3)
+    assert out is not None, report.skipped
+    assert out.count("cp.async.cg.shared.global [%wr_a0], [%wr_src0], 16;") == 3 and ".v4" not in out
+    _sass_proof(out)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("{%f6, %f7, %f8, %f9};", "{%f6, %f7, %f9, %f8};"), "stores other than one vector load's registers"),
+        (("\tld.global.nc.v4", "\tsetp.lt.u32 \t%p3, %r5, 9;\n\t@%p3 ld.global.nc.v4"), "is guarded"),
+        ((".align 16 .b8 tile", ".align 8 .b8 tile"), "not proven aligned"),
+    ],
+)
+def test_vector_copy_refusals(edit: tuple[str, str], reason: str) -> None:
+    """Elements swapped, a guarded vector load (its registers keep older values on the other path), a buffer
+    aligned to less than the copy: refused."""
+    out, report = _pipeline(_planted(*VECTOR, edit))
+    assert out is None and reason in report.skipped[0].reason, report.skipped
+
+
+@pytest.mark.parametrize(("offset", "pipelined"), [(512, True), (2, False)])
+def test_disjointness_by_each_threads_addresses(offset: int, pipelined: bool) -> None:
+    """A second copy through another register, %r13 = %r8 + offset (%r8 = tile + 4 %tid.x): the addresses are
+    evaluated for every %tid.x (up to 1,024 without a declared block): 512 bytes apart, disjoint in every thread;
+    2 bytes apart, they overlap and the pair is refused."""
+    text = _planted(
+        (".reqntid 128, 1, 1\n", ""),
+        ("tile[512]", "tile[1024]"),
+        ("\tmov.u32 \t%r12, 0;\n", f"\tmov.u32 \t%r12, 0;\n\tadd.s32 \t%r13, %r8, {offset};\n"),
+        (STORE, STORE + "\tld.global.nc.f32 \t%f4, [%rd5+4];\n\tst.shared.f32 \t[%r13], %f4;\n"),
+    )
+    out, report = _pipeline(text)
+    if not pipelined:
+        assert out is None and "cannot prove the staging stores" in report.skipped[0].reason, report.skipped
+        return
+    assert out is not None, report.skipped
+    assert out.count("cp.async.ca.shared.global") == 2 * 2
+    _sass_proof(out)
+
+
 def test_pipeline_needs_cp_async_targets() -> None:
     for target in ("sm_75", "sm_70"):
         text = STAGED.replace(".target sm_90", f".target {target}")
@@ -303,3 +357,45 @@ def test_fuzzed_kernels_are_refused_or_pipelined_into_what_ptxas_accepts() -> No
 
     outcomes = fuzz_split(0, pipeline)
     assert outcomes["split"] and outcomes["refused"], outcomes
+
+
+def _simulated(text: str, trips: int = 5, blocks: int = 2, seed: int = 0) -> bytes:
+    """The output buffer after a simulated launch (tests/ptx_sim.py: cp.async lands only at a wait, in a random
+    order) of `blocks` CTAs of 128 threads over `trips` tiles of random floats."""
+    import random
+    import struct
+
+    from ptx_sim import run_grid
+
+    rng = random.Random(1)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128))
+    memory = bytearray(data) + bytearray(blocks * 128 * 4)
+    run_grid(text, 128, blocks, [0, len(data), trips], memory, seed)
+    return bytes(memory[len(data) :])
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_pipelined_outputs_match_on_a_simulated_cta(stages: int) -> None:
+    """The pipelined kernel's outputs are the input's, bit for bit, on the CPU simulator; waiting for one group
+    fewer (wait_group S instead of S - 1) reads slots whose copies have not landed and gives other bits."""
+    expected = _simulated(STAGED)
+    out, _ = _pipeline(STAGED, stages)
+    assert out is not None
+    assert _simulated(out, seed=stages) == expected
+    early = out.replace(f"cp.async.wait_group {stages - 1};", f"cp.async.wait_group {stages};")
+    assert _simulated(early, seed=stages) != expected
+    for trips in (0, 1, 2):  # fewer trips than the entry issues: the groups beyond the last trip are empty
+        assert _simulated(out, trips=trips, seed=stages) == _simulated(STAGED, trips=trips)
+
+
+@pytest.mark.parametrize("form", sorted(ZERO_FILLS))
+def test_zero_filled_outputs_match_on_a_simulated_cta(form: str) -> None:
+    """Threads of the second CTA past element 700 take the zero path: the zero-filling copies give the input's
+    bits, and copying 4 bytes on the zero path too (src-size left at 4) gives other bits."""
+    text = _planted((ZERO_FILLS[form][0], ZERO_FILLS[form][1].replace("1000", "700")))
+    expected = _simulated(text)
+    assert expected != _simulated(_planted((ZERO_FILLS[form][0], ZERO_FILLS[form][1].replace("1000", "100000"))))
+    out, _ = _pipeline(text, 3)
+    assert out is not None
+    assert _simulated(out, seed=3) == expected
+    assert _simulated(out.replace("selp.u32 %wr_n0, 4, 0,", "selp.u32 %wr_n0, 4, 4,"), seed=3) != expected

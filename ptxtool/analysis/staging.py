@@ -105,15 +105,19 @@ class Refusal:
 def full_barrier(i: ast.Instruction) -> bool:
     """`bar.sync 0` / `barrier.sync 0` (with `.aligned`/`.cta` spellings), unguarded, without a thread count."""
     words = tuple(m for m in i.modifiers if m not in ("cta", "aligned"))
-    if i.opcode not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
+    if isa.family(i) not in ("bar", "barrier") or words not in ((), ("sync",)) or i.guard is not None:
         return False
     return len(i.operands) == 1 and isinstance(i.operands[0], ast.Immediate) and i.operands[0].value == 0
 
 
 def _replayed_wait(i: ast.Instruction) -> bool:
-    """A wait for other agents that touches no memory and defines nothing (fence, membar, griddepcontrol.wait):
-    the producers replay it before the loop, so their loads stay after it as the consumers' would."""
-    return i.opcode in ("fence", "membar", "griddepcontrol") and bool(observes_other_agents(i))
+    """A wait for other agents that touches no memory, defines nothing and involves no other thread (fence,
+    membar, griddepcontrol.wait): the producers replay it before the loop, so their loads stay after it as the
+    consumers' would."""
+    effects = isa.effects(i)
+    alone = not effects & (Effect.ATOMIC | Effect.COLLECTIVE) and not isa.memory_accesses(i)
+    defines = any(role is Role.DEF or role is Role.DEF_USE for _, role in isa.operand_roles(i))
+    return bool(effects & (Effect.FENCE | Effect.BARRIER)) and alone and not defines and bool(observes_other_agents(i))
 
 
 def dropped_by_producers(i: ast.Instruction) -> bool:
@@ -138,7 +142,7 @@ def _unreplayable(ops: tuple[Op, ...] | list[Op]) -> tuple[Op, str] | None:
 
 
 def _barrier(i: ast.Instruction) -> bool:
-    return bool(isa.effects(i) & Effect.BARRIER) or isa.family(i) in ("bar", "barrier")
+    return bool(isa.effects(i) & Effect.BARRIER)
 
 
 def _writes_shared(i: ast.Instruction) -> bool:

@@ -18,6 +18,7 @@ from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
 from ptxtool.isa.caching import access_bytes
+from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.syntax import ast
 
 CP_ASYNC_BYTES = (4, 8, 16)  # cp.async.ca copies 4, 8 or 16 bytes, .cg only 16 (PTX ISA, cp.async)
@@ -131,9 +132,8 @@ class _Converter:
         self.ops = cfg.linear.ops
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
         self.buffer_names = {b.name for b in found.buffers}
-        self.threads = found.threads  # %tid.x ranges over 0 .. threads-1 (0: not declared)
-        specials = {n.text for op in self.ops for x in op.instruction.operands for n in isa.operand_names(x)}
-        self.reads_other_tid = bool(specials & {"%tid.y", "%tid.z", "%tid"})
+        self.threads = found.threads or MAX_BLOCK_THREADS  # %tid.x < the declared block's x, or 1,024 at most
+        self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -166,7 +166,7 @@ class _Converter:
         target = i.operands[0] if i.operands else None
         address = i.operands[1] if len(i.operands) == 2 else None
         line = self.ops[at].line
-        if isa.family(i) != "ld" or _space(i) != "global" or not isinstance(target, ast.Name):
+        if isa.family(i) != "ld" or _space(i) != "global" or not isinstance(target, ast.Name | ast.Vector):
             return f"the value stored comes from {i.mnemonic} at line {line}, not only from a global load"
         if set(i.modifiers) & _ORDERED:
             return f"{i.mnemonic} at line {line} is ordered: a cp.async would not keep its order"
@@ -190,9 +190,9 @@ class _Converter:
         store, line = op.instruction, op.line
         data = store.operands[-1] if len(store.operands) == 2 else None
         size = access_bytes(store)
-        if isa.family(store) != "st" or _space(store) != "shared" or store.guard is not None:
+        if isa.family(store) != "st" or _space(store) not in ("shared", "shared::cta") or store.guard is not None:
             return f"{store.mnemonic} at line {line} writes shared memory and is not a plain unguarded st.shared"
-        if set(store.modifiers) & _ORDERED or not isinstance(data, ast.Name) or size not in CP_ASYNC_BYTES:
+        if set(store.modifiers) & _ORDERED or not isinstance(data, ast.Name | ast.Vector) or size not in CP_ASYNC_BYTES:
             return f"{store.mnemonic} at line {line} is not a weak scalar store of 4, 8 or 16 bytes"
         if self.in_inner_loop(store_at):
             return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
@@ -206,6 +206,8 @@ class _Converter:
                 f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
                 "trip skips would hold the value of S trips before"
             )
+        if isinstance(data, ast.Vector):
+            return self.vector(number, store_at, data, size)
         key = self.key(op, data.text)
         defs = self.du.defs_of.get((store_at, key), ()) if key else ()
         if not defs or ENTRY in defs or any(d not in self.found.staging for d in defs):
@@ -215,12 +217,38 @@ class _Converter:
             if isinstance(why := self.load(loads[0], key, size), str):
                 return why
             zeros = tuple(d for d in defs if d != loads[0])
+            if self.ops[loads[0]].instruction.guard is not None and not zeros:
+                return f"the value {store.mnemonic} stores at line {line} is loaded on some paths only"
             if not all(self.zero(d, key, set()) for d in zeros):
                 return f"the value {store.mnemonic} stores at line {line} is the load or a value other than zero"
             return AsyncCopy(number, loads[0], store_at, size, zeros)
         if len(defs) == 1 and isa.family(chosen := self.ops[defs[0]].instruction) == "selp":
             return self.selected(number, store_at, defs[0], chosen, size)
         return f"the value {store.mnemonic} stores at line {line} is not only loaded from global memory"
+
+    def vector(self, number: int, store_at: int, data: ast.Vector, size: int) -> AsyncCopy | str:
+        """`st.shared.v4 [s], {%f1, ..}` of exactly the registers one unguarded vector load defined, in order (no
+        zero-fill: its elements could come from different paths)."""
+        op = self.ops[store_at]
+        names = [x.text if isinstance(x, ast.Name) else "" for x in data.items]
+        keys = [k for n in names if (k := self.key(op, n)) is not None]
+        defs = {d for k in keys for d in self.du.defs_of.get((store_at, k), ())}
+        why = f"the vector {op.instruction.mnemonic} at line {op.line} stores other than one vector load's registers"
+        if len(keys) != len(set(names)) or len(keys) != len(names) or len(defs) != 1:
+            return why
+        at = defs.pop()
+        if at not in self.found.staging:
+            return why
+        load = self.ops[at].instruction
+        target = load.operands[0] if load.operands else None
+        if not isinstance(target, ast.Vector) or [x.text for x in target.items if isinstance(x, ast.Name)] != names:
+            return why
+        if load.guard is not None:
+            return f"{load.mnemonic} at line {self.ops[at].line} is guarded: a vector copy has no zero-fill path"
+        for key in keys:
+            if isinstance(found := self.load(at, key, size), str):
+                return found
+        return AsyncCopy(number, at, store_at, size)
 
     def selected(self, number: int, store_at: int, at: int, selp: ast.Instruction, size: int) -> AsyncCopy | str:
         """`selp %v, %loaded, 0, %p` (or `0, %loaded`): the copy reads where the load is chosen."""
@@ -331,33 +359,37 @@ class _Converter:
         memo[(at, tid)] = None if result is None else (symbol, result)
         return memo[(at, tid)]
 
-    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
-        """Whether two stores write disjoint bytes in every thread of the block, each address computed for each
-        %tid.x from its definitions (a function of %tid.x, constants and a buffer's address only)."""
-        if not self.threads or self.reads_other_tid:
-            return False
-        memo: dict = {}
-        for tid in range(self.threads):
-            ranges = []
-            for at, size in zip(stores, sizes, strict=True):
-                address = self.ops[at].instruction.operands[0]
-                assert isinstance(address, ast.Address)
+    def addresses(self, at: int) -> tuple[_Value, ...] | None:
+        """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
+        and a buffer's address alone, evaluated through its definitions (None where it is not one)."""
+        if at not in self.evaluated:
+            address = self.ops[at].instruction.operands[0]
+            assert isinstance(address, ast.Address)
+            extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+            memo: dict = {}
+            out: list[_Value] = []
+            for tid in range(self.threads):
                 base = self.value(at, address.base, tid, memo)
                 if base is None:
-                    return False
-                extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
-                ranges.append((base[0], base[1] + extra, size))
-            (sa, a, na), (sb, b, nb) = ranges
-            if sa != sb or (a < b + nb and b < a + na):
-                return False
-        return True
+                    break
+                out.append((base[0], base[1] + extra))
+            self.evaluated[at] = tuple(out) if len(out) == self.threads else None
+        return self.evaluated[at]
+
+    def enumerated(self, stores: tuple[int, int], sizes: tuple[int, int]) -> bool:
+        """Whether two stores write disjoint bytes in every thread of the block, address by address."""
+        first, second = (self.addresses(at) for at in stores)
+        if first is None or second is None:
+            return False
+        (na, nb) = sizes
+        return all(sa == sb and not (a < b + nb and b < a + na) for (sa, a), (sb, b) in zip(first, second, strict=True))
 
     def invariant(self, at: int) -> bool:
         """Whether the store at `at` writes the same address on every trip: computed from %tid.x, constants and
         buffers' addresses alone, or from registers defined before the loop only."""
         address = self.ops[at].instruction.operands[0]
         assert isinstance(address, ast.Address)
-        if self.value(at, address.base, 0, {}) is not None:
+        if self.addresses(at) is not None:
             return True
         base = address.base.text if isinstance(address.base, ast.Name) else ""
         key = self.key(self.ops[at], base)
