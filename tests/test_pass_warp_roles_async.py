@@ -239,3 +239,54 @@ def test_fuzzed_kernels_are_refused_or_split_with_copies_ptxas_accepts() -> None
 
     outcomes = fuzz_split(2, split)
     assert outcomes["split"] and outcomes["refused"], outcomes
+
+
+def _simulated(text: str, trips: int = 5, blocks: int = 2, seed: int = 0) -> bytes:
+    """The output buffer after a simulated launch (tests/ptx_sim_roles.py: copies land as late as they may, in a
+    random order; mbarrier phases as the PTX ISA counts them) of `blocks` CTAs over `trips` tiles of random floats."""
+    import random
+    import struct
+
+    from ptx_sim_roles import block_threads, run_grid
+
+    rng = random.Random(1)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128))
+    memory = bytearray(data) + bytearray(blocks * 128 * 4)
+    run_grid(text, block_threads(text), blocks, [0, len(data), trips], memory, seed)
+    return bytes(memory[len(data) :])
+
+
+@pytest.mark.parametrize(("producers", "stages"), [(None, 2), (1, 3)])
+def test_outputs_match_on_a_simulated_cta(producers: int | None, stages: int) -> None:
+    """The split with copying producers gives the input's bits on the CPU simulator for 0..5 trips, as the ld+st
+    split does."""
+    out, _ = _split(STAGED, producer_warps=producers, stages=stages)
+    plain, _ = _split(STAGED, "split", producer_warps=producers, stages=stages)
+    assert out is not None and plain is not None
+    for trips in (0, 1, 5):
+        assert _simulated(out, trips, seed=stages) == _simulated(STAGED, trips)
+    assert _simulated(plain, seed=stages) == _simulated(STAGED)
+
+
+def test_wrong_arrivals_are_caught_on_a_simulated_cta() -> None:
+    """What the simulator catches: an ordinary arrival in place of the copies' (the consumers may read a slot before
+    its copies land) gives other bits; a full count the arrivals never reach does not finish."""
+    out, _ = _split(STAGED, producer_warps=1)
+    assert out is not None
+    early = out.replace(ARRIVE, "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];")
+    assert _simulated(early, blocks=1) != _simulated(STAGED, blocks=1)
+    short = out.replace("[__wr_full+0], 32;", "[__wr_full+0], 64;")
+    with pytest.raises(AssertionError, match="does not finish"):
+        _simulated(short, blocks=1)
+
+
+@pytest.mark.parametrize("form", sorted(ZERO_FILLS))
+def test_zero_filled_outputs_match_on_a_simulated_cta(form: str) -> None:
+    """Threads of the second CTA past element 700 take the zero path: the producers' zero-filling copies give the
+    input's bits; copying 4 bytes on the zero path too gives other bits."""
+    text = _planted((ZERO_FILLS[form][0], ZERO_FILLS[form][1].replace("1000", "700")))
+    expected = _simulated(text)
+    out, _ = _split(text, producer_warps=2, stages=3)
+    assert out is not None
+    assert _simulated(out, seed=3) == expected
+    assert _simulated(out.replace("selp.u32 %wr_n0, 4, 0,", "selp.u32 %wr_n0, 4, 4,"), seed=3) != expected
