@@ -96,6 +96,7 @@ class Cta:
             group = t.groups.pop(0)
             self.rng.shuffle(group)
             for dst, src, size, read in group:
+                assert dst + size <= len(self.shared) and src + read <= len(memory), "a copy out of bounds"
                 self.shared[dst : dst + size] = bytes(memory[src : src + read]) + bytes(size - read)
 
     def step(self, t: _Thread, params: dict[str, int], memory: bytearray) -> str | None:
@@ -145,10 +146,12 @@ class Cta:
                 put(params[ops[1].base.text])
             else:
                 space = self.shared if "shared" in i.modifiers else memory
+                assert 0 <= where and where + bits // 8 <= len(space), "a load out of bounds"
                 put(int.from_bytes(space[where : where + bits // 8], "little"))
         elif name == "st":
             where = self.address(t, ops[0], params)
             space = self.shared if "shared" in i.modifiers else memory
+            assert 0 <= where and where + bits // 8 <= len(space), "a store out of bounds"
             space[where : where + bits // 8] = (get(1) & ((1 << bits) - 1)).to_bytes(bits // 8, "little")
         elif name in ("mov", "cvta"):
             put(self.value(t, ops[1], bits, params) if kind == "pred" else get(1))
@@ -210,9 +213,12 @@ class Cta:
                         break
 
 
-def run_grid(module_text: str, threads: int, blocks: int, params: list[int], memory: bytearray, seed: int = 0) -> None:
-    """Run every CTA of a 1-D grid, one after the other, on one global memory (`params` in the kernel's order)."""
+def run_grid(
+    module_text: str, threads: int, blocks: int, params: list[int], memory: bytearray, seed: int = 0, limit: int = 10**6
+) -> None:
+    """Run every CTA of a 1-D grid, one after the other, on one global memory (`params` in the kernel's order),
+    each within `limit` instructions (AssertionError past it)."""
     names = [p.name for p in parse(module_text).kernels[0].params]
     given = dict(zip(names, params, strict=True))
     for ctaid in range(blocks):
-        Cta(module_text, threads, ctaid, seed + ctaid).run(given, memory)
+        Cta(module_text, threads, ctaid, seed + ctaid).run(given, memory, limit)

@@ -232,7 +232,7 @@ def test_optimize_cli_runs_the_split_alone(tmp_path: Path) -> None:
     source.write_text(STAGED)
     run = CliRunner().invoke(main, ["optimize", "--passes", "warp-roles", "--stages", "3", str(source), "-o", str(out)])
     assert run.exit_code == 0, run.output
-    assert "SASS of 1 split kernel(s) shows the mbarrier ring" in run.output
+    assert "SASS of 1 warp-role kernel(s) shows the ring (SYNCS; LDGSTS, DEPBAR)" in run.output
     assert ".reqntid 256, 1, 1" in out.read_text() and "__wr_ring[1536]" in out.read_text()
     mixed = CliRunner().invoke(main, ["optimize", "--passes", "warp-roles,cache-operators", str(source)])
     assert mixed.exit_code == 2 and "runs alone" in mixed.output

@@ -326,7 +326,7 @@ def find_staged_loop(
         if not all(cfg.dominates(cfg.block_of[op.index], latch) for latch in loop.latches):
             return refuse(op.line, "barrier not reached on every trip")
     staging, compute, tail = range(lo, filled), range(filled + 1, released), range(released + 1, hi)
-    if (why := _regions(f, loop, staging, compute, tail)) is not None:
+    if (why := _regions(f, loop, staging, compute, tail, "producers" if roles else "staging")) is not None:
         return why
     loads = tuple(o for o in staging if _reads(ops[o].instruction, "global"))
     stores = tuple(o for o in staging if _writes_shared(ops[o].instruction))
@@ -467,7 +467,9 @@ def kept_by_consumers(f: _Finder, staging: range) -> frozenset[int]:
     return frozenset(kept)
 
 
-def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range) -> Refusal | None:
+def _regions(
+    f: _Finder, loop: Loop, staging: range, compute: range, tail: range, ahead: str = "producers"
+) -> Refusal | None:
     """Control stays in its part (staging, compute, tail), leaves the loop only from the tail, and returns to the
     header only from the tail; compute writes no shared memory; staging and tail wait at nothing; no value crosses
     from one role's part to the other's (consumers keep the staging arithmetic `kept_by_consumers` names); nothing in
@@ -492,9 +494,9 @@ def _regions(f: _Finder, loop: Loop, staging: range, compute: range, tail: range
         if where == "compute" and _writes_shared(i):
             return Refusal(name, op.line, "the compute part writes shared memory (the ring cannot hold it)")
         if where != "compute" and isa.effects(i) & (Effect.ATOMIC | Effect.FENCE | Effect.BARRIER) and not _barrier(i):
-            return Refusal(name, op.line, f"{i.mnemonic} in the {where} part (producers must not order or wait)")
+            return Refusal(name, op.line, f"{i.mnemonic} in the {where} part ({ahead} must not order or wait)")
         if where and (why := observes_other_agents(i)):  # an acquire of trip k orders trip k+1's staging loads
-            return Refusal(name, op.line, f"{why} in the {where} part: producers running ahead would not observe it")
+            return Refusal(name, op.line, f"{why} in the {where} part: {ahead} running ahead would not observe it")
         if where == "staging" and any(m is not Mode.READ and s != "shared" for _, m, s in isa.memory_accesses(i)):
             return Refusal(name, op.line, "the staging part writes memory other than shared")
         if where == "tail" and isa.memory_accesses(i):

@@ -328,7 +328,9 @@ def _optimize_summary(result) -> str:
         return head + " · input unchanged"
     c = result.checks
     if c.roles:  # warp-roles: verified as a whole, not per instruction
-        return " · ".join((head, "ptxas ok", f"SASS of {c.roles} split kernel(s) shows the mbarrier ring (SYNCS)"))
+        return " · ".join(
+            (head, "ptxas ok", f"SASS of {c.roles} warp-role kernel(s) shows the ring (SYNCS; LDGSTS, DEPBAR)")
+        )
     parts = [head, "ptxas ok"]
     if retuned:
         parts.append("registers and spills as measured")

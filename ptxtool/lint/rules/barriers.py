@@ -16,8 +16,10 @@ _BARRIERS = {("bar", "sync"): 1, ("barrier", "sync"): 1, ("bar", "red"): 3, ("ba
 
 
 def _full_barrier(i: ast.Instruction) -> bool:
-    """A CTA-wide wait that every thread must reach: bar.sync/barrier.sync/bar.red without a thread count."""
-    if i.opcode not in ("bar", "barrier"):
+    """A CTA-wide wait that every thread must reach at this very instruction: an aligned barrier (`bar.sync`,
+    `bar.red`, `barrier.sync.aligned`, ...) without a thread count. A `barrier.sync` without `.aligned` may be reached
+    from different instructions: it waits for the non-exited threads of the CTA to arrive at that barrier anywhere."""
+    if i.opcode not in ("bar", "barrier") or (i.opcode == "barrier" and "aligned" not in i.modifiers):
         return False
     words = i.modifiers[1:] if i.modifiers[:1] == ("cta",) else i.modifiers  # bar.cta.sync, barrier.cta.red
     form = (i.opcode, words[0] if words else "sync")
@@ -49,9 +51,10 @@ def _each_side_arrives(cfg: CFG, branch_block: int, joins: int, barrier: str, at
 
 @rule("PTX002", "divergent-barrier", "error")
 def divergent_barrier(ctx: Context) -> Iterator[Hit]:
-    """A bar.sync/barrier.sync (or bar.red) that only some threads of the CTA may reach.
+    """An aligned CTA barrier (bar.sync, bar.red, barrier.sync.aligned) that only some threads of the CTA may reach.
 
-    Every thread of the CTA must arrive at a barrier without a thread count; if a branch on a thread-dependent
+    Every thread of the CTA must arrive at an aligned barrier without a thread count, at the same instruction (the
+    ISA: in conditional code only if all threads evaluate the condition identically); if a branch on a thread-dependent
     predicate (one computed from %tid, %laneid, %warpid, an atomic's result, elect.sync, or a load through such an
     address; not the result of a CTA-wide bar.red) lets some threads go around it, the others wait forever or the
     behaviour is undefined (CUDA: `__syncthreads()` in conditional code only if the condition is the same for the
@@ -63,7 +66,9 @@ def divergent_barrier(ctx: Context) -> Iterator[Hit]:
     holds a barrier of the same id before the sides join (each warpgroup calls `bar.sync 1` on its own branch, in
     loops of the same uniform trip count: all threads still arrive), unless a side loops back to the branch; and
     a comparison of two thread-dependent values that differ by a CTA-uniform amount (`i < tid + n` for `i`
-    stepping from `tid`: the trip count is the same in every thread).
+    stepping from `tid`: the trip count is the same in every thread); and `barrier.sync` without `.aligned`, which
+    the ISA lets threads reach from different instructions (it waits for the non-exited threads to arrive at that
+    barrier wherever they do: Triton's warp-specialized kernels dispatch each role to its own `barrier.sync 1`).
 
         setp.lt.u32 %p1, %r_tid, 32;
         @%p1 bra DONE;

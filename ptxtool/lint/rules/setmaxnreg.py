@@ -39,29 +39,55 @@ def _first_use(function: ast.Function, bodies: dict[str, ast.Function], seen: se
     return None
 
 
-def _steady(ctx: Context, function: ast.Function) -> list[ast.Instruction]:
-    """The setmaxnreg that a path from entry meets first: the count each warpgroup keeps for its role. A later one on
-    the same path (a producer's brief `inc` once its loads are issued) waits for registers others have released, so
-    it never adds to what the roles hold at once."""
-    cfg = ctx.cfg(function)
+def _firsts(cfg, block: int, after: int) -> tuple[list[ast.Instruction], bool]:
+    """The setmaxnreg each path from op `after` of `block` (-1: its start) meets first, and whether some path meets
+    none before the kernel ends (a block met again adds nothing: its paths are counted once)."""
     first: list[ast.Instruction] = []
     seen: set[int] = set()
-    todo = [0] if cfg.blocks else []
+    open_path = False
+    todo = [(block, after)]
     while todo:
-        block = cfg.blocks[todo.pop()]
-        if block.index in seen:
+        index, skip = todo.pop()
+        if skip < 0 and index in seen:
             continue
-        seen.add(block.index)
+        if skip < 0:
+            seen.add(index)
         ends_path = False
-        for op in cfg.ops(block):
+        for op in cfg.ops(cfg.blocks[index])[skip + 1 :]:
             if op.instruction.opcode == "setmaxnreg":
                 first.append(op.instruction)
                 if not op.guarded:  # a guarded one may be skipped: what follows it may come first too
                     ends_path = True
                     break
         if not ends_path:
-            todo.extend(block.successors)
-    return first
+            successors = cfg.blocks[index].successors
+            open_path |= not successors
+            todo.extend((b, -1) for b in successors)
+    return first, open_path
+
+
+def _steady(ctx: Context, function: ast.Function) -> list[ast.Instruction]:
+    """The count each warpgroup keeps for its role: the setmaxnreg a path from entry meets first. A later one on the
+    same path (a producer's brief `inc` once its loads are issued) waits for registers others have released, so it
+    never adds to what the roles hold at once. Where the first is an `.inc` that every path then follows with a
+    `.dec` (Triton's default partition takes registers to set the kernel up, then gives them back for its role),
+    the role keeps the `.dec`'s count."""
+    cfg = ctx.cfg(function)
+    if not cfg.blocks:
+        return []
+    first, _ = _firsts(cfg, 0, -1)
+    steady: list[ast.Instruction] = []
+    for i in first:
+        if "inc" in i.modifiers:
+            op = next(op for op in cfg.linear.ops if op.instruction is i)
+            block = cfg.block_of[op.index]
+            position = next(k for k, o in enumerate(cfg.ops(cfg.blocks[block])) if o is op)
+            then, open_path = _firsts(cfg, block, position)
+            if then and not open_path and all("dec" in j.modifiers for j in then):
+                steady.extend(then)
+                continue
+        steady.append(i)
+    return steady
 
 
 def entry_count_known(function: ast.Function) -> bool:
@@ -88,7 +114,8 @@ def setmaxnreg_config(ctx: Context) -> Iterator[Hit]:
       `.minnctapersm`): the estimate assumes the warp-specialized layout, one warpgroup running the smallest `.dec`
       and all the others the largest `.inc` (all of them the largest `.inc` when there is no `.dec`), counting only
       the setmaxnreg each path from entry meets first (a role's steady state; a later `.inc` waits for registers
-      released by others).
+      released by others), or the `.dec` every path takes after a first `.inc` (a set-up phase that gives its
+      registers back).
 
         .maxntid 384, 1, 1
         .minnctapersm 1

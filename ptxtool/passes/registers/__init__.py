@@ -354,6 +354,59 @@ def _as_inserted(old: ast.Block, new: ast.Block) -> ast.Block:
     return replace(new, statements=tuple(statements))
 
 
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A variant ptxas's numbers let through for a kernel, before any choice: what it changes, its numbers, the
+    module with it, and where it stands in the kernel's `tried` list."""
+
+    change: str
+    numbers: Numbers
+    module: ast.Module
+    at: int
+    variant: _Variant
+    remat_only: bool  # values rematerialized under the author's bounds
+
+
+def variants(
+    module: ast.Module, settings: RegisterSettings, analyses: Analyses
+) -> list[tuple[KernelRegisters, list[Survivor]]]:
+    """Per kernel: its entry (numbers before, every variant tried and why any was dropped) and the variants that
+    survive ptxas's numbers, unchosen: what `run` chooses from, and what `tune` times."""
+    if settings.measure is None:
+        return []
+    before = settings.measure(module)
+    kernels = [f for f in module.functions if f.is_kernel and f.body is not None and f.name in before]
+    proposed: dict[str, list[_Variant]] = {}
+    entries: list[KernelRegisters] = []
+    for f in kernels:
+        n = before[f.name]
+        entry = KernelRegisters(f.name, n, n, bounds.read(f).describe(), bounds.read(f).describe())
+        entry.loop_lines = _loop_lines(f, analyses)
+        entries.append(entry)
+        if n.spill_bytes == 0 and n.limited_by != "registers":
+            entry.note = f"no spills, occupancy limited by {n.limited_by or 'nothing known'}: left alone"
+            continue
+        proposed[f.name] = _variants(module, f, n, settings, analyses)
+        if not proposed[f.name]:
+            entry.note = "no bounds or values to change: left alone"
+    measured = _measure(module, proposed, settings.measure)
+    out = []
+    for entry in entries:
+        function = next(f for f in kernels if f.name == entry.name)
+        mine = proposed.get(entry.name, [])
+        kept = _judge(function, entry, mine, measured, settings) if mine else []
+        written = bounds.read(function)
+        survivors = [
+            Survivor(
+                v.change, n, _with(module, {entry.name: v.function}), at, v, bool(v.remats) and v.bounds == written
+            )
+            for v, n, at in kept
+        ]
+        _say_smem(entry, module, function)
+        out.append((entry, survivors))
+    return out
+
+
 def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> tuple[ast.Module, RegistersReport]:
     """Per kernel: compile the variants, drop those ptxas's numbers rule out, keep the fastest verified one on the
     GPU (`settings.time`) or, without one, the one the conservative rule prefers; the input is always a candidate."""
@@ -361,31 +414,24 @@ def run(module: ast.Module, settings: RegisterSettings, analyses: Analyses) -> t
     if settings.measure is None:
         report.warnings.append("registers: no ptxas numbers were handed to the pass: nothing changed")
         return module, report
-    before = settings.measure(module)
-    kernels = [f for f in module.functions if f.is_kernel and f.body is not None and f.name in before]
-    variants: dict[str, list[_Variant]] = {}
-    for f in kernels:
-        n = before[f.name]
-        entry = KernelRegisters(f.name, n, n, bounds.read(f).describe(), bounds.read(f).describe())
-        entry.loop_lines = _loop_lines(f, analyses)
-        report.kernels.append(entry)
-        if n.spill_bytes == 0 and n.limited_by != "registers":
-            entry.note = f"no spills, occupancy limited by {n.limited_by or 'nothing known'}: left alone"
-            continue
-        variants[f.name] = _variants(module, f, n, settings, analyses)
-        if not variants[f.name]:
-            entry.note = "no bounds or values to change: left alone"
-    measured = _measure(module, variants, settings.measure)
     chosen: dict[str, ast.Function] = {}
-    for entry in report.kernels:
-        function = next(f for f in kernels if f.name == entry.name)
-        if entry.name in variants and variants[entry.name]:
-            pick = _choose(module, function, entry, variants[entry.name], measured, settings, analyses)
-            if pick is not None:
-                chosen[entry.name] = pick.function
-        if entry.note and entry.before and entry.before.spill_bytes and bounds.uses_dynamic_shared(module, function):
-            entry.note += " (ptxas refuses enable_smem_spilling in a kernel that uses dynamic shared memory)"
+    for entry, survivors in variants(module, settings, analyses):
+        report.kernels.append(entry)
+        pick = _pick(module, entry, survivors, settings) if survivors else None
+        if pick is not None:
+            chosen[entry.name] = pick.function
+        _say_smem(entry, module, next(f for f in module.functions if f.name == entry.name))
     return _with(module, chosen), report
+
+
+SMEM_REFUSED = " (ptxas refuses enable_smem_spilling in a kernel that uses dynamic shared memory)"
+
+
+def _say_smem(entry: KernelRegisters, module: ast.Module, function: ast.Function) -> None:
+    """A spilling kernel left alone that touches dynamic shared memory: say why no smem-spilling variant was tried."""
+    spills = entry.before is not None and entry.before.spill_bytes > 0
+    if entry.note and spills and SMEM_REFUSED not in entry.note and bounds.uses_dynamic_shared(module, function):
+        entry.note += SMEM_REFUSED
 
 
 def _with(module: ast.Module, functions: dict[str, ast.Function]) -> ast.Module:
@@ -417,32 +463,31 @@ def _measure(
     return out
 
 
-def _choose(
-    module: ast.Module,
+def _judge(
     function: ast.Function,
     entry: KernelRegisters,
-    variants: list[_Variant],
+    proposed: list[_Variant],
     measured: dict[tuple[str, int], Numbers | str],
     settings: RegisterSettings,
-    analyses: Analyses,
-) -> _Variant | None:
-    """The variant to keep for one kernel (None: the input), with the entry filled in."""
+) -> list[tuple[_Variant, Numbers, int]]:
+    """The variants ptxas's numbers let through for one kernel (variant, its numbers, its index in entry.tried),
+    every one recorded in `entry.tried` with its verdict."""
     assert entry.before is not None
-    loops = _loop_lines(function, analyses)
+    loops = entry.loop_lines
     written = bounds.read(function)
     target = Target.parse(settings.arch)
     limit = shared_limit(target) if target else None
     dynamic = settings.dynamic_shared if entry.name == settings.launched else 0
     room = None if limit is None else limit - dynamic
-    survivors: list[tuple[_Variant, Numbers, int]] = []  # variant, its numbers, its index in entry.tried
-    for i, v in enumerate(variants):
+    survivors: list[tuple[_Variant, Numbers, int]] = []
+    for i, v in enumerate(proposed):
         numbers = measured.get((entry.name, i), "not compiled")
         if isinstance(numbers, str):
             entry.tried.append(Tried(v.change, None, numbers))
             continue
         why = pruned(entry.before, numbers, loops, room)
         if why is None and v.remats:
-            plain = next((j for j, w in enumerate(variants) if not w.remats and w.bounds == v.bounds), -1)
+            plain = next((j for j, w in enumerate(proposed) if not w.remats and w.bounds == v.bounds), -1)
             base = entry.before if v.bounds == written else measured.get((entry.name, plain))
             if not isinstance(base, Numbers):  # the same bounds without it were not compiled: nothing to compare
                 why = "no numbers for the same bounds without rematerialization"
@@ -453,36 +498,42 @@ def _choose(
             survivors.append((v, numbers, len(entry.tried) - 1))
     if not survivors:
         entry.note = "no variant survived ptxas's numbers: left alone"
-        return None
-    modules = [module] + [_with(module, {entry.name: v.function}) for v, _, _ in survivors]
-    timed = settings.time(entry.name, modules) if settings.time else None
+    return survivors
+
+
+def _pick(
+    module: ast.Module, entry: KernelRegisters, survivors: list[Survivor], settings: RegisterSettings
+) -> _Variant | None:
+    """The surviving variant to keep for one kernel (None: the input): the fastest verified one when timed, else
+    the one the conservative rule prefers; the entry is filled in."""
+    assert entry.before is not None
+    loops = entry.loop_lines
+    timed = settings.time(entry.name, [module] + [s.module for s in survivors]) if settings.time else None
     if timed is None:
-        good = [
-            s for s in survivors if preferred(entry.before, s[1], loops, bool(s[0].remats) and s[0].bounds == written)
-        ]
-        for _, _, at in survivors:
-            if all(at != g[2] for g in good):
-                entry.tried[at] = replace(entry.tried[at], verdict="not preferred without timing")
+        good = [s for s in survivors if preferred(entry.before, s.numbers, loops, s.remat_only)]
+        for s in survivors:
+            if all(s is not g for g in good):
+                entry.tried[s.at] = replace(entry.tried[s.at], verdict="not preferred without timing")
         if not good:
             entry.note = "no variant is better by ptxas's numbers alone (time them with --verify-gpu SPEC)"
             return None
-        pick, numbers, at = min(good, key=lambda s: (_rank(s[1], loops), s[0].change.count(",")))
+        pick = min(good, key=lambda s: (_rank(s.numbers, loops), s.change.count(",")))
         entry.chosen_by = NOT_TIMED
     else:
         speeds = list(timed)[1:]
-        for (_, _, at), speed in zip(survivors, speeds, strict=True):
-            entry.tried[at] = replace(entry.tried[at], speed=speed)
+        for s, speed in zip(survivors, speeds, strict=True):
+            entry.tried[s.at] = replace(entry.tried[s.at], speed=speed)
         faster = [(s, speed) for s, speed in zip(survivors, speeds, strict=True) if speed.identical and speed.low > 1]
         if not faster:
             entry.note = "no variant was faster than the input beyond noise with identical outputs: left alone"
             return None
-        (pick, numbers, at), entry.speed = max(faster, key=lambda f: f[1].speedup)
+        pick, entry.speed = max(faster, key=lambda f: f[1].speedup)
         entry.chosen_by = "GPU time"
     entry.tried = [replace(t, verdict="not chosen") if t.verdict == "kept" else t for t in entry.tried]
-    entry.tried[at] = replace(entry.tried[at], verdict="chosen")
-    entry.after, entry.changes, entry.remats = numbers, tuple(pick.change.split(", ")), pick.remats
-    entry.bounds_after = pick.bounds.describe()
-    return pick
+    entry.tried[pick.at] = replace(entry.tried[pick.at], verdict="chosen")
+    entry.after, entry.changes, entry.remats = pick.numbers, tuple(pick.change.split(", ")), pick.variant.remats
+    entry.bounds_after = pick.variant.bounds.describe()
+    return pick.variant
 
 
 def speed_of(input_samples: Sequence[float], variant_samples: Sequence[float], identical: bool | None) -> Speed:

@@ -1,16 +1,12 @@
 """tune's `registers` generator: the register pass's variants of the tuned kernel (launch bounds and caps from
 passes/registers/bounds.py, values rematerialized by remat.py) as candidates, after the pass's own ptxas rules have
 dropped those that add spills inside loops or lower occupancy for nothing (those become notes and are never timed).
-
-The pass chooses one variant itself, by ptxas's numbers or through its `time` hook. This adapter hands it a `time`
-hook that keeps the modules it is asked to time and answers None ("not timed"): the pass's choice is discarded and
-its survivors, in order, are tune's candidates. An entry point of the pass that lists its variants (change,
-function, ptxas numbers, verdict) without choosing would replace the hook.
+The pass's `variants` lists them without choosing; tune's timing chooses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import fields
 
 from ptxtool.passes.registers import bounds
@@ -33,8 +29,8 @@ def candidates(context: Context) -> Iterator[Candidate]:
     wanted = context.space.registers
     if not wanted:
         return
-    from ptxtool.passes import run_pipeline
-    from ptxtool.passes.registers import NAME, RegisterSettings, RegistersReport
+    from ptxtool.passes import Analyses
+    from ptxtool.passes.registers import RegisterSettings, variants
     from ptxtool.services.registers import measure, splice
     from ptxtool.syntax import format_module, parse
 
@@ -51,32 +47,23 @@ def candidates(context: Context) -> Iterator[Candidate]:
         )
         return {kernel: found[kernel]} if kernel in found else {}  # the pass then looks at the tuned kernel only
 
-    asked: list[ast.Module] = []
-
-    def keep(name: str, modules: Sequence[ast.Module]) -> None:
-        asked.extend(modules[1:])  # modules[0] is the input
-
-    settings = RegisterSettings(
-        context.arch, kernel, spec.block, spec.shared_bytes, numbers, keep, remat="remat" in wanted
-    )
-    _, (report,) = run_pipeline(context.module, (NAME,), {NAME: settings})
-    assert isinstance(report, RegistersReport)
-    entry = next((k for k in report.kernels if k.name == kernel), None)
-    if entry is None:
+    settings = RegisterSettings(context.arch, kernel, spec.block, spec.shared_bytes, numbers, remat="remat" in wanted)
+    found = variants(context.module, settings, Analyses())
+    if not found:
         context.notes.append("registers: ptxas gave no numbers for the kernel: no candidate")
         return
-    survivors = [t for t in entry.tried if t.numbers is not None and not t.verdict.startswith("dropped")]
+    ((entry, survivors),) = found
     for t in entry.tried:
-        if all(t is not s for s in survivors):
+        if t.numbers is None or t.verdict.startswith("dropped"):
             context.notes.append(f"registers:{t.change}: not timed: {t.verdict.removeprefix('dropped: ')}")
     if not survivors:
         context.notes.append(f"registers: {entry.note or 'no variant'}")
         return
-    assert len(survivors) == len(asked), "the register pass timed other variants than it kept"
     original = next(f for f in context.module.kernels if f.name == kernel)
-    for tried, module in zip(survivors, asked, strict=True):
+    for survivor in survivors:
+        module = survivor.module
         changed = kinds(original, next(f for f in module.kernels if f.name == kernel))
-        name = f"registers:{tried.change}"
+        name = f"registers:{survivor.change}"
         outside = [k for k in changed if k not in wanted]
         if outside:
             context.notes.append(f"{name}: changes {', '.join(outside)}, which the space leaves out")
@@ -89,14 +76,12 @@ def candidates(context: Context) -> Iterator[Candidate]:
         if format_module(parse(text)) != format_module(module):
             context.notes.append(f"{name}: the spliced text is not the pass's kernel (a splicing bug): left out")
             continue
-        n = tried.numbers
-        assert n is not None
         yield Candidate(
             name,
             "registers",
             text,
             context.input.launch,
             code_changed=True,
-            settings=(("change", tried.change), ("kinds", changed), ("registers", n.registers)),
+            settings=(("change", survivor.change), ("kinds", changed), ("registers", survivor.numbers.registers)),
             judged=True,
         )
