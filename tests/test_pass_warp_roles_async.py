@@ -290,3 +290,25 @@ def test_zero_filled_outputs_match_on_a_simulated_cta(form: str) -> None:
     assert out is not None
     assert _simulated(out, seed=3) == expected
     assert _simulated(out.replace("selp.u32 %wr_n0, 4, 0,", "selp.u32 %wr_n0, 4, 4,"), seed=3) != expected
+
+
+def test_optimize_requires_the_copies_in_the_sass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize keeps the input and fails (a problem naming the kernel) where the SASS of a split promised to copy
+    asynchronously lacks the copies (LDGSTS) or their arrival (ARRIVES.LDGSTSBAR): nvdisasm's answer without them."""
+    from ptxtool.passes.warp_roles import NAME
+    from ptxtool.services import optimize
+    from ptxtool.sources import Source
+
+    real = optimize.disassemble
+
+    def without_copies(cubin: bytes):
+        return {k: [i for i in v if not i.opcode.startswith(("LDGSTS", "ARRIVES"))] for k, v in real(cubin).items()}
+
+    options = optimize.Options(passes=(NAME,), roles=RoleSettings(variant="split-async"))
+    source = Source("staged.ptx", STAGED)
+    assert optimize.execute(options, source).verified
+    monkeypatch.setattr(optimize, "disassemble", without_copies)
+    result = optimize.execute(options, source)
+    assert not result.verified and result.text == STAGED
+    said = " ".join(str(p) for p in result.problems)
+    assert "staged: the SASS lacks LDGSTS, ARRIVES.LDGSTSBAR" in said, said
