@@ -18,7 +18,8 @@ becomes, for consumers (%tid.x < N)
 and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
 the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
 consumers' code become `bar.sync 1, N`. The split-async variant's producers stage with cp.async and arrive when
-their copies land (async_producers.py); the pipeline variant (pipeline.py) keeps the block and has no roles.
+their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has
+every thread stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             continue
         why = _unsupported(module, settings, arch)
         if settings.variant == "pipeline" and not why:
-            done = _pipeline(module, item, settings, arch)
+            done = _pipeline(module, item, settings)
             if isinstance(done, Refusal):
                 report.skipped.append(Skip(item.name, done.line, "warp-roles", done.reason))
             else:
@@ -278,7 +279,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
 
 
 def _pipeline(
-    module: ast.Module, function: ast.Function, settings: RoleSettings, arch: Target
+    module: ast.Module, function: ast.Function, settings: RoleSettings
 ) -> tuple[ast.Function, Rewrite] | Refusal:
     """The kernel pipelined S - 1 trips deep with cp.async (pipeline.py, copies.py), or why not."""
     cfg = build_cfg(function)
@@ -302,7 +303,7 @@ def _pipeline(
     }
     wide = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}.__contains__
     stages = settings.stages
-    out = pipelined(function, found, copies, stages, stage_bytes, ring_names, wide, cfg, arch)
+    out = pipelined(function, found, copies, stages, stage_bytes, ring_names, wide, cfg)
     filled = sum(c.zero_fill for c in copies)
     rewrite = Rewrite(
         function.name,

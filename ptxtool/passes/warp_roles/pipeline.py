@@ -22,7 +22,6 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
-from ptxtool.isa.targets import Target
 from ptxtool.passes.warp_roles.copies import AsyncCopy
 from ptxtool.passes.warp_roles.emit import RING, mapped, relocated, renamed, statements
 from ptxtool.passes.warp_roles.producers import _registers, _substituted, _units, share_name
@@ -47,7 +46,9 @@ def pipeline_refusal(function: ast.Function, found: StagedLoop, cfg: CFG) -> str
     return None
 
 
-def _copy_instruction(i: ast.Instruction, registers: frozenset[str], label: Callable[[str], str | None]):
+def _copy_instruction(
+    i: ast.Instruction, registers: frozenset[str], label: Callable[[str], str | None]
+) -> ast.Instruction:
     def names(text: str) -> str | None:
         return share_name(text, AHEAD) if text in registers else label(text)
 
@@ -90,10 +91,8 @@ def _capture(copy: AsyncCopy, load: ast.Instruction) -> tuple[ast.Statement, ...
 
 def _selected(copy: AsyncCopy, selp: ast.Instruction) -> ast.Instruction:
     """In place of `selp %v, %loaded, 0, %p`: the flag is %p (negated where the load is selp's second choice)."""
-    predicate = selp.operands[3]
-    loaded_first = selp.operands[2].text if isinstance(selp.operands[2], ast.Immediate) else None
-    opcode = ("mov", ("pred",)) if loaded_first is not None else ("not", ("pred",))
-    return ast.Instruction(opcode[0], opcode[1], (ast.Name(copy.flag), predicate))
+    loaded_first = isinstance(selp.operands[2], ast.Immediate)  # selp d, a, b, p is p ? a : b; the zero is b
+    return ast.Instruction("mov" if loaded_first else "not", ("pred",), (ast.Name(copy.flag), selp.operands[3]))
 
 
 def _cp_async(copy: AsyncCopy, store: ast.Instruction) -> tuple[ast.Statement, ...]:
@@ -120,7 +119,6 @@ def pipelined(
     ring_names: dict[str, ast.Operand],
     wide: Callable[[str], bool],
     cfg: CFG,
-    arch: Target,
 ) -> ast.Function:
     """The kernel with its staged loop pipelined S - 1 trips deep (the module docstring's shape)."""
     units = _units(function, found)
