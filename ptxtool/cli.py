@@ -355,7 +355,11 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
 @option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
 @option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
-@option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
+@option(
+    "--variant",
+    type=click.Choice(["split", "split-async", "pipeline"]),
+    help="warp-roles: split (default; producers ld+st), split-async (producers cp.async) or pipeline (no roles).",
+)
 @option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
 @option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
