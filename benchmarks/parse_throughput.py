@@ -11,7 +11,10 @@ first, as an installed wheel has it (under PYTHONDONTWRITEBYTECODE every run wou
 
 Usage: python benchmarks/parse_throughput.py [--quick] [--lines [N...]] [--largest K] [--repeat R] [--keep DIR]
                                             [--debug-lines N] [--elements N]
+(`--quick --lines --largest 0`: the two data files alone, with the phase breakdown, in under a minute.)
 Targets (issue 2): fmt ratio <= 1.0, and under 2 GB for 1 M lines; (issue 12) fmt ratio <= 1.0 on both data files.
+On a machine others share, compare the CPU ratio, and a run beside another version's (`git archive REV | tar -x -C
+DIR`, then this script from DIR) at the same time, rather than wall times from different moments.
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ blocks, beside ptxas on the same file; and `ptxtool report`, `inspect`, `inspect
 generated 30 k-line files (kernels from the corpus; nvcc -G debug sections) beside ptxas, and the page's rendering.
 
 Usage: python benchmarks/report_speed.py [--largest K] [--lines N] [--repeat R]
-Every ratio is ptxtool / ptxas, both measured here, one after the other, on the same file.
+Every ratio is ptxtool / ptxas, both measured here, one after the other, on the same file; the page's commands also
+beside "tools alone": the ptxas -lineinfo build and the two nvdisasm listings the report runs, without Python.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -31,6 +33,7 @@ from ptxtool.analysis.cfg import build_cfg  # noqa: E402
 from ptxtool.analysis.loops import find_loops  # noqa: E402
 from ptxtool.report.pictures import cfg_svg  # noqa: E402
 from ptxtool.syntax import parse  # noqa: E402
+from ptxtool.toolchain.discover import find_tool  # noqa: E402
 
 
 def best_of(repeat: int, work) -> float:
@@ -75,8 +78,14 @@ def bench_page(ptxas: str, big: Path, count: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ptxtool = str(Path(sys.executable).parent / "ptxtool")
         arch = target_arch(big.read_text(encoding="utf-8"))
+        cubin, nvdisasm = f"{tmp}/lineinfo.cubin", shlex.quote(find_tool("nvdisasm").path)
+        tools = (  # the report's own tool runs, without Python: ptxas -lineinfo, then its two nvdisasm listings
+            f"{shlex.quote(ptxas)} -arch={arch} -lineinfo {shlex.quote(str(big))} -o {cubin} && "
+            f"({nvdisasm} -c -gp {cubin} >/dev/null & {nvdisasm} -c -plr -lrm count {cubin} >/dev/null; wait)"
+        )
         runs = {
             "ptxas -arch": [ptxas, f"-arch={arch}", str(big), "-o", f"{tmp}/big.cubin"],
+            "tools alone": ["sh", "-c", tools],
             "ptxtool report": [ptxtool, "report", str(big), "-o", f"{tmp}/big.html"],
             "ptxtool inspect": [ptxtool, "inspect", str(big)],
             "inspect --pressure": [ptxtool, "inspect", "--pressure", str(big)],
@@ -101,12 +110,16 @@ def bench_page(ptxas: str, big: Path, count: int, repeat: int) -> None:
         gathered = time.perf_counter() - start
         rendered = best_of(repeat, lambda: render([view]))
         del os.environ["PTXTOOL_CACHE_DIR"]
-    base = times["ptxas -arch"]
-    print(f"\n{big.name}: {count} lines; page {size / 1e6:.1f} MB; ratios are to ptxas on the same file")
-    print(f"{'':<20} {'wall s':>7} {'ratio':>6} {'cpu s':>7} {'ratio':>6}")
+    base, floor = times["ptxas -arch"], times["tools alone"]
+    print(f"\n{big.name}: {count} lines; page {size / 1e6:.1f} MB; load average {os.getloadavg()[0]:.1f}")
+    print("ratios: to ptxas on the same file; `/tools`: to the report's own ptxas and nvdisasm runs without Python")
+    print(f"{'':<20} {'wall s':>7} {'ratio':>6} {'/tools':>6} {'cpu s':>7} {'ratio':>6} {'/tools':>6}")
     for label, run in times.items():
         wall, cpu = run.seconds, run.cpu
-        print(f"{label:<20} {wall:>7.2f} {wall / base.seconds:>6.2f} {cpu:>7.2f} {cpu / base.cpu:>6.2f}")
+        print(
+            f"{label:<20} {wall:>7.2f} {wall / base.seconds:>6.2f} {wall / floor.seconds:>6.2f}"
+            f" {cpu:>7.2f} {cpu / base.cpu:>6.2f} {cpu / floor.cpu:>6.2f}"
+        )
     print(f"{'  report gathering':<20} {gathered:>7.2f}   (in-process; the tools' outputs cached by the run above)")
     print(f"{'  report render only':<20} {rendered:>7.2f}")
 

@@ -1,6 +1,7 @@
 """What `optimize --passes warp-roles` buys on a GPU: each input kernel, ptxtool's split of it (S = 2, 3, 4 ring
-slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`), its pipeline (`--variant pipeline`, S = 2,
-3, 4: `pipe3`) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
+slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`), the split with cp.async producers
+(`--variant split-async`, the same S and P: `async3`, `async3p1`), its pipeline (`--variant pipeline`, S = 2, 3, 4:
+`pipe3`) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
 
 Two steps, because the GPU machine need not have nvcc or ptxas:
 
@@ -77,6 +78,11 @@ def pipeline_name(stages: int) -> str:
     return f"pipe{stages}"
 
 
+def async_name(stages: int, producers: int | None) -> str:
+    """`async3` (P = N/32), `async3p1`: the manifest's and the table's name of a split with cp.async producers."""
+    return f"async{stages}" + (f"p{producers}" if producers else "")
+
+
 def variant_name(stages: int, producers: int | None, setmaxnreg: bool = False) -> str:
     """`split3` (P = N/32), `split3p1` (one producer warp), `split3p4r` (4 producer warps and setmaxnreg on
     sm_90a): the manifest's and the table's name of a split."""
@@ -90,10 +96,11 @@ def prepare(
     producers: tuple[int | None, ...] = PRODUCERS,
     setmaxnreg: tuple[int, ...] = SETMAXNREG_PRODUCERS,
     pipelines: tuple[int, ...] = STAGES,
+    copying: tuple[int | None, ...] = PRODUCERS,
 ) -> dict:
     """Compile inputs and references to PTX (sm_90), split each input with every S and P (and, on the input
-    retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), pipeline it with every S of
-    `pipelines`, write a manifest."""
+    retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), with cp.async producers for
+    every S and each P of `copying`, pipeline it with every S of `pipelines`, write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
@@ -117,13 +124,15 @@ def prepare(
         }
         plain = [(s, p, False, "split") for s in stages for p in producers]
         moving = [(s, p, True, "split") for s in stages for p in setmaxnreg]
-        for stage, warps, moved, kind in plain + moving + [(s, None, False, "pipeline") for s in pipelines]:
+        copied = [(s, p, False, "split-async") for s in stages for p in copying]
+        for stage, warps, moved, kind in plain + moving + copied + [(s, None, False, "pipeline") for s in pipelines]:
             arch, suffix = ("sm_90a", "input90a") if moved else ("sm_90", "input")
             source = read_source(str(out / f"{name}.{suffix}.ptx"))
             roles = RoleSettings(variant=kind, stages=stage, producer_warps=warps, setmaxnreg=moved or None)
             result = execute(Options(passes=(NAME,), roles=roles), source)
             reasons = [s.reason for r in result.reports for s in r.skipped if s.kernel == b.kernel]
             variant = pipeline_name(stage) if kind == "pipeline" else variant_name(stage, warps, moved)
+            variant = async_name(stage, warps) if kind == "split-async" else variant
             if not (result.verified and result.changed):
                 entry["splits"][variant] = {"refused": "; ".join(reasons + result.problems)}
                 continue
@@ -306,7 +315,7 @@ def measure(folder: Path, out: Path | None, only: frozenset[str] = frozenset()) 
                 times = timed(gpu, functions, case)
                 ok &= not any(differ.values())
                 rows.append({"kernel": name, "case": case.label, "ms": times, "differ": differ, "unit": case.unit})
-                splits = {v: t for v, t in times.items() if v.startswith(("split", "pipe"))}
+                splits = {v: t for v, t in times.items() if v.startswith(("split", "async", "pipe"))}
                 best = min(splits, key=splits.get) if splits else None
                 rate = 1e-9 if case.unit == "TFLOP/s" else 1e-6
                 parts = [f"input {times['input']:.3f} ms ({case.work / times['input'] * rate:.2f} {case.unit})"]

@@ -11,12 +11,14 @@ import importlib
 import click
 
 from ptxtool import __version__
+from ptxtool.deferred import Commands, argument, option
 from ptxtool.guard import Group, guarded
 from ptxtool.help import HELP
 from ptxtool.report import FORMATS, emit_and_exit
 
 # Start-up counts against a ptxas run of a tenth of a second (benchmarks/startup.py): what only some commands use
-# (sources, report.console, dataclasses, the services) is imported inside the command that uses it.
+# (sources, report.console, dataclasses, the services) is imported inside the command that uses it, and a command's
+# click objects are built only when it runs (ptxtool.deferred: `command`, `option`, `argument`).
 
 
 def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -69,6 +71,14 @@ def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
         cache_dir()
 
 
+main.commands = Commands()  # each command is built when it is looked up: start-up builds only the one that runs
+
+
+def command(name: str):
+    """`@main.command(name, help=HELP[name])`, built on first use (ptxtool.deferred)."""
+    return main.commands.command(name, help=HELP[name])
+
+
 def _service(name: str):
     """A service module, imported when its command runs (start-up time counts against a 0.5 s ptxas run)."""
     return importlib.import_module(f"ptxtool.services.{name}")
@@ -103,33 +113,31 @@ def _form(as_json: bool, sarif: bool = False, chosen: str | None = None) -> str:
 # ---------------------------------------------------------------- parse, fmt, doctor
 
 
-@main.command("parse", help=HELP["parse"])
-@click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--json", "as_json", is_flag=True, help="Print the syntax tree of each file as JSON on stdout.")
-@click.option("--check", is_flag=True, help="Also report what the file's .version/.target does not allow (exit 1).")
+@command("parse")
+@argument("files", nargs=-1, required=True, metavar="FILE...")
+@option("--json", "as_json", is_flag=True, help="Print the syntax tree of each file as JSON on stdout.")
+@option("--check", is_flag=True, help="Also report what the file's .version/.target does not allow (exit 1).")
 @guarded
 def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
     parse = _service("parse")
     emit_and_exit(parse.execute(parse.Options(check), _read_inputs(files)), _form(as_json))
 
 
-@main.command("fmt", help=HELP["fmt"])
-@click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write here (- for stdout)."
-)
-@click.option("--in-place", "-i", is_flag=True, help="Rewrite each file in place (atomically).")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
-@click.option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
-@click.option("--color/--no-color", default=None, help="Colour the diff (default: when stdout is a terminal).")
+@command("fmt")
+@argument("files", nargs=-1, required=True, metavar="FILE...")
+@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write here (- for stdout).")
+@option("--in-place", "-i", is_flag=True, help="Rewrite each file in place (atomically).")
+@option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
+@option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
+@option("--color/--no-color", default=None, help="Colour the diff (default: when stdout is a terminal).")
 @guarded
 def fmt_command(files: tuple[str, ...], **options) -> None:
     fmt = _service("fmt")
     emit_and_exit(fmt.execute(fmt.Options(**options).checked(files), _read_inputs(files)))
 
 
-@main.command("doctor", help=HELP["doctor"])
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
+@command("doctor")
+@option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
 @guarded
 def doctor_command(as_json: bool) -> None:
     doctor = _service("doctor")
@@ -139,36 +147,36 @@ def doctor_command(as_json: bool) -> None:
 # ---------------------------------------------------------------- run, bench (GPU)
 
 
-def _gpu_options(command):
+def _gpu_options(function):
     """The options `run` and `bench` share: the launch spec, the kernel, the seed, ptxas, --json."""
-    for option in reversed(
+    for decorator in reversed(
         (
-            click.argument("files", nargs=-1, required=True, metavar="A.ptx [B.ptx]"),
-            click.option("--spec", "-s", required=True, help="Launch spec (TOML): grid, block, parameters."),
-            click.option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one)."),
-            click.option("--seed", type=int, help="Seed of the random inputs (default: the spec's `seed`)."),
-            click.option("--ptxas", is_flag=True, help="Assemble with ptxas for this GPU instead of the driver's JIT."),
-            click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout."),
+            argument("files", nargs=-1, required=True, metavar="A.ptx [B.ptx]"),
+            option("--spec", "-s", required=True, help="Launch spec (TOML): grid, block, parameters."),
+            option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one)."),
+            option("--seed", type=int, help="Seed of the random inputs (default: the spec's `seed`)."),
+            option("--ptxas", is_flag=True, help="Assemble with ptxas for this GPU instead of the driver's JIT."),
+            option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout."),
         )
     ):
-        command = option(command)
-    return command
+        function = decorator(function)
+    return function
 
 
-@main.command("run", help=HELP["run"])
+@command("run")
 @_gpu_options
-@click.option("--trials", "-n", type=click.IntRange(min=1), help="Trials, fresh random inputs each (default: spec).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per launch.")
+@option("--trials", "-n", type=click.IntRange(min=1), help="Trials, fresh random inputs each (default: spec).")
+@option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per launch.")
 @guarded
 def run_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     run = _service("run")
     emit_and_exit(run.execute(run.Options(**options), _read_inputs(files, binary=True)), _form(as_json))
 
 
-@main.command("bench", help=HELP["bench"])
+@command("bench")
 @_gpu_options
-@click.option("--launches", type=click.IntRange(min=3), default=200, show_default=True, help="Timed launches each.")
-@click.option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed launches first.")
+@option("--launches", type=click.IntRange(min=3), default=200, show_default=True, help="Timed launches each.")
+@option("--warmup", type=click.IntRange(min=0), default=20, show_default=True, help="Untimed launches first.")
 @guarded
 def bench_command(files: tuple[str, ...], as_json: bool, **options) -> None:
     bench = _service("bench")
@@ -188,25 +196,25 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
     ), t
 
 
-@main.command("inspect", help=HELP["inspect"])
-@click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a), not the module's .target.")
-@click.option(
+@command("inspect")
+@argument("files", nargs=-1, required=True, metavar="FILE...")
+@option("--arch", callback=_gpu_target, help="Compile for this target (e.g. sm_90a), not the module's .target.")
+@option(
     "--block-size",
     type=_BlockThreads(),
     help="Threads per block (default: .reqntid/.maxntid, 256).",
 )
-@click.option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
-@click.option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")
-@click.option("--budget", type=click.Path(dir_okay=False), help="TOML limits per kernel name or glob.")
-@click.option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
-@click.option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
-@click.option("--strict", is_flag=True, help="A budget table matching no kernel is an error (exit 1), not a warning.")
-@click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
-@click.option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
-@click.option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
-@click.option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
+@option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
+@option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
+@option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")
+@option("--budget", type=click.Path(dir_okay=False), help="TOML limits per kernel name or glob.")
+@option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
+@option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
+@option("--strict", is_flag=True, help="A budget table matching no kernel is an error (exit 1), not a warning.")
+@option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
+@option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
+@option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
+@option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
 @guarded
 def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> None:
     from dataclasses import replace
@@ -225,13 +233,13 @@ def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> 
     emit_and_exit(result, form)
 
 
-@main.command("sass", help=HELP["sass"])
-@click.argument("file", metavar="FILE")
-@click.option("--kernel", "-k", help="Only this kernel (or function): its PTX name or its C++ name.")
-@click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
-@click.option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
-@click.option("--addresses", is_flag=True, help="Each instruction's offset in its function, as nvdisasm prints it.")
-@click.option("--source", is_flag=True, help="The CUDA/Triton source lines the PTX's .loc names, when readable.")
+@command("sass")
+@argument("file", metavar="FILE")
+@option("--kernel", "-k", help="Only this kernel (or function): its PTX name or its C++ name.")
+@option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
+@option("--plain", is_flag=True, help="SASS only, without the PTX lines it came from.")
+@option("--addresses", is_flag=True, help="Each instruction's offset in its function, as nvdisasm prints it.")
+@option("--source", is_flag=True, help="The CUDA/Triton source lines the PTX's .loc names, when readable.")
 @guarded
 def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, addresses: bool, source: bool) -> None:
     sass = _service("sass")
@@ -240,26 +248,24 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
     emit_and_exit(sass.execute(chosen, _read_inputs((file,), cuda=True)))
 
 
-@main.command("cfg", help=HELP["cfg"])
-@click.argument("file", metavar="FILE")
-@click.option("--kernel", "-k", help="The kernel (or function) to draw; needed when FILE has several.")
-@click.option(
-    "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here."
-)
-@click.option("--format", "form", type=click.Choice(["dot", "svg"]), help="dot text or SVG (default: by -o, else dot).")
+@command("cfg")
+@argument("file", metavar="FILE")
+@option("--kernel", "-k", help="The kernel (or function) to draw; needed when FILE has several.")
+@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here.")
+@option("--format", "form", type=click.Choice(["dot", "svg"]), help="dot text or SVG (default: by -o, else dot).")
 @guarded
 def cfg_command(file: str, kernel: str | None, output: str | None, form: str | None) -> None:
     cfg = _service("cfg")
     emit_and_exit(cfg.execute(cfg.Options(kernel, output, form), _read_inputs((file,))))
 
 
-@main.command("report", help=HELP["report"])
-@click.argument("files", nargs=-1, required=True, metavar="FILE...")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the page here.")
-@click.option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
-@click.option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
-@click.option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
-@click.option("--block-size", type=_BlockThreads(), help="Threads per block (see inspect).")
+@command("report")
+@argument("files", nargs=-1, required=True, metavar="FILE...")
+@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the page here.")
+@option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
+@option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
+@option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
+@option("--block-size", type=_BlockThreads(), help="Threads per block (see inspect).")
 @guarded
 def report_command(files: tuple[str, ...], output, optimized, tune, arch, block_size) -> None:
     from ptxtool.lint import load_settings
@@ -279,25 +285,25 @@ def _rule_list(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(t.strip() for v in values for t in v.split(",") if t.strip())
 
 
-@main.command("lint", help=HELP["lint"])
-@click.argument("files", nargs=-1, metavar="FILE...")
-@click.option("--select", multiple=True, help="Only these rules: ids, id prefixes or names, comma-separated.")
-@click.option("--ignore", multiple=True, help="Leave out these rules (ids, prefixes or names, comma-separated).")
-@click.option("--explain", metavar="ID", help="Print the documentation of one rule and exit.")
-@click.option("--list-rules", is_flag=True, help="Print every rule: id, name, severity, summary.")
-@click.option("--no-ptxas", is_flag=True, help="Skip the rules that run ptxas (PTX008).")
-@click.option("--arch", callback=_gpu_target, help="Target for .cu files (nvcc -arch) and ptxas (default: .target).")
-@click.option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
-@click.option(
+@command("lint")
+@argument("files", nargs=-1, metavar="FILE...")
+@option("--select", multiple=True, help="Only these rules: ids, id prefixes or names, comma-separated.")
+@option("--ignore", multiple=True, help="Leave out these rules (ids, prefixes or names, comma-separated).")
+@option("--explain", metavar="ID", help="Print the documentation of one rule and exit.")
+@option("--list-rules", is_flag=True, help="Print every rule: id, name, severity, summary.")
+@option("--no-ptxas", is_flag=True, help="Skip the rules that run ptxas (PTX008).")
+@option("--arch", callback=_gpu_target, help="Target for .cu files (nvcc -arch) and ptxas (default: .target).")
+@option("--require-nvcc", is_flag=True, default=None, help="A .cu/.cuh file without nvcc is an error (exit 3).")
+@option(
     "--output-format",
     type=click.Choice(FORMATS),
     help="Findings as lines, JSON (ptxtool.lint/1), SARIF 2.1.0 or GitHub Actions annotations (default: text).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Same as --output-format json.")
-@click.option("--sarif", is_flag=True, help="Same as --output-format sarif.")
-@click.option("--statistics", is_flag=True, help="Count the findings of each rule instead of listing them.")
-@click.option("--fail-on", type=click.Choice(["error", "warning", "note"]), help="Least severity for exit 1 (note).")
-@click.option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
+@option("--json", "as_json", is_flag=True, help="Same as --output-format json.")
+@option("--sarif", is_flag=True, help="Same as --output-format sarif.")
+@option("--statistics", is_flag=True, help="Count the findings of each rule instead of listing them.")
+@option("--fail-on", type=click.Choice(["error", "warning", "note"]), help="Least severity for exit 1 (note).")
+@option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @guarded
 def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, **o) -> None:
     from ptxtool.lint import load_settings
@@ -323,41 +329,39 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 # ---------------------------------------------------------------- optimize
 
 
-@main.command("optimize", help=HELP["optimize"])
-@click.argument("file", metavar="FILE")
-@click.option(
+@command("optimize")
+@argument("file", metavar="FILE")
+@option(
     "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the optimized PTX here."
 )
-@click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
-@click.option(
-    "--diff", "show_diff", is_flag=True, help="Print the unified diff of the verified rewrites; write nothing."
-)
-@click.option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
-@click.option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
-@click.option(
-    "--passes", help="Comma-separated passes: cache-operators, registers, warp-roles (default: cache-operators)."
-)
-@click.option(
-    "--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target."
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (needs -o or --in-place).")
-@click.option("--verify-gpu", "spec", help="Also run original and optimized on the GPU with this launch spec.")
-@click.option("--readonly/--no-readonly", default=None, help="`.nc` on loads of memory the kernel never writes.")
-@click.option("--streaming/--no-streaming", default=None, help="`.L1::no_allocate` (+ `.L2::256B`) on streams.")
-@click.option("--stores/--no-stores", default=None, help="`.cs` (or --store-hint) on write-once stores.")
-@click.option("--l2-evict-first/--no-l2-evict-first", default=None, help="createpolicy + .L2::cache_hint on streams.")
-@click.option("--store-hint", type=click.Choice(["cs", "L1::no_allocate"]), help="Hint for write-once stores.")
-@click.option(
+@option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
+@option("--diff", "show_diff", is_flag=True, help="Print the unified diff of the verified rewrites; write nothing.")
+@option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
+@option("-v", "--verbose", is_flag=True, help="Also list each candidate the passes skipped, and why.")
+@option("--passes", help="Comma-separated passes: cache-operators, registers, warp-roles (default: cache-operators).")
+@option("--arch", callback=_gpu_target, help="Verify for this target (e.g. sm_90) instead of the module's .target.")
+@option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (needs -o or --in-place).")
+@option("--verify-gpu", "spec", help="Also run original and optimized on the GPU with this launch spec.")
+@option("--readonly/--no-readonly", default=None, help="`.nc` on loads of memory the kernel never writes.")
+@option("--streaming/--no-streaming", default=None, help="`.L1::no_allocate` (+ `.L2::256B`) on streams.")
+@option("--stores/--no-stores", default=None, help="`.cs` (or --store-hint) on write-once stores.")
+@option("--l2-evict-first/--no-l2-evict-first", default=None, help="createpolicy + .L2::cache_hint on streams.")
+@option("--store-hint", type=click.Choice(["cs", "L1::no_allocate"]), help="Hint for write-once stores.")
+@option(
     "--unsafe-volatile-nc",
     is_flag=True,
     help="DeepEP's trick: volatile loads of data other agents write become .nc (OUTSIDE the PTX memory model).",
 )
-@click.option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
-@click.option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
-@click.option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
-@click.option("--variant", type=click.Choice(["split", "pipeline"]), help="warp-roles: split (default) or pipeline.")
-@click.option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
-@click.option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
+@option("--noalias", multiple=True, metavar="KERNEL", help="The kernel's pointer parameters never alias.")
+@option("--include", multiple=True, metavar="KERNEL", help="Optimize only these kernels (globs).")
+@option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
+@option(
+    "--variant",
+    type=click.Choice(["split", "split-async", "pipeline"]),
+    help="warp-roles: split (default; producers ld+st), split-async (producers cp.async) or pipeline (no roles).",
+)
+@option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
+@option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")
 @guarded
 def optimize_command(
     file: str,
@@ -388,19 +392,19 @@ def optimize_command(
 # ---------------------------------------------------------------- tune (GPU)
 
 
-@main.command("tune", help=HELP["tune"])
-@click.argument("file", metavar="FILE")
-@click.option("--spec", "-s", required=True, help="Launch spec (TOML); its [tune] table marks what may vary.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the winner's PTX here.")
-@click.option("--space", type=click.Path(dir_okay=False), help="TOML that narrows or widens the search space.")
-@click.option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (schema ptxtool.tune/1).")
-@click.option("--budget-s", type=click.FloatRange(min=0.001), help="Bound the wall time, in seconds.")
-@click.option("--objective", type=click.Choice(["alone", "neighbour"]), help="What to minimize (default: alone).")
-@click.option("--neighbour-mib", type=click.IntRange(min=0), help="Size of the neighbour's L2-resident sum (24).")
-@click.option("--gpus", help="GPUs to spread candidates over: all, or a number (default 1).")
-@click.option("--fresh", is_flag=True, help="Measure again, ignoring results cached from an earlier run.")
-@click.option("--dry-run", is_flag=True, help="List the candidates and their ptxas numbers; time nothing.")
+@command("tune")
+@argument("file", metavar="FILE")
+@option("--spec", "-s", required=True, help="Launch spec (TOML); its [tune] table marks what may vary.")
+@option("-o", "--output", type=click.Path(dir_okay=False), help="Write the winner's PTX here.")
+@option("--space", type=click.Path(dir_okay=False), help="TOML that narrows or widens the search space.")
+@option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one).")
+@option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (schema ptxtool.tune/1).")
+@option("--budget-s", type=click.FloatRange(min=0.001), help="Bound the wall time, in seconds.")
+@option("--objective", type=click.Choice(["alone", "neighbour"]), help="What to minimize (default: alone).")
+@option("--neighbour-mib", type=click.IntRange(min=0), help="Size of the neighbour's L2-resident sum (24).")
+@option("--gpus", help="GPUs to spread candidates over: all, or a number (default 1).")
+@option("--fresh", is_flag=True, help="Measure again, ignoring results cached from an earlier run.")
+@option("--dry-run", is_flag=True, help="List the candidates and their ptxas numbers; time nothing.")
 @guarded
 def tune_command(file: str, spec: str, output: str | None, space: str | None, as_json: bool, **o) -> None:
     from ptxtool.report.console import phases

@@ -235,3 +235,45 @@ def test_mapa_of_shared_stays_shared_through_a_nested_scope():
     facts = memory_facts(module(name), kernel(name, "cluster_exchange"))
     assert [a.line for a in facts.accesses] == [569, 584, 608]
     assert {a.base for a in facts.accesses} == {MemoryBase(Space.PARAM, "cluster_exchange_param_0")}
+
+
+def _reaching_by_sets(cfg) -> dict[tuple[int, str], set[int]]:
+    """Reaching definitions the slow way, as sets of (op, register) updated op by op: the reference for def_use."""
+    ops = cfg.linear.ops
+    out: dict[int, frozenset] = {b.index: frozenset() for b in cfg.blocks}
+    found: dict[tuple[int, str], set[int]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for b in cfg.reverse_postorder:
+            block = cfg.blocks[b]
+            reach = set().union(*(out[p] for p in block.predecessors))
+            for i in range(block.start, block.end):
+                for u in ops[i].uses:
+                    found[(i, u)] = {d for d, r in reach if r == u} or {ENTRY}
+                for d in ops[i].defs:
+                    reach = reach if ops[i].guarded else {s for s in reach if s[1] != d}
+                    reach.add((i, d))
+            if frozenset(reach) != out[b]:
+                out[b], changed = frozenset(reach), True
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.ptx")), ids=lambda p: p.name)
+def test_def_use_and_loops_made_once_per_graph(path):
+    """The chains and loops a CFG keeps (memory facts, loops, divergence and lint share them) are def_use's and
+    find_loops's, and def_use's chains (block transfers composed from each op's kill and gen) are the reaching
+    definitions found op by op with sets."""
+    for fn in parse(path.read_text()).functions:
+        if fn.body is None:
+            continue
+        cfg = build_cfg(fn)
+        assert cfg.chains is cfg.chains and cfg.loops is cfg.loops
+        assert cfg.chains == def_use(cfg) and cfg.loops == find_loops(cfg, def_use(cfg))
+        reference = _reaching_by_sets(cfg)
+        assert {k: set(v) for k, v in cfg.chains.defs_of.items()} == reference, fn.name
+        uses: dict[tuple[int, str], set[int]] = {}
+        for (op, reg), defs in reference.items():
+            for d in defs - {ENTRY}:
+                uses.setdefault((d, reg), set()).add(op)
+        assert {k: set(v) for k, v in cfg.chains.uses_of.items()} == uses, fn.name

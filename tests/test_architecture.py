@@ -26,6 +26,7 @@ TOP = {
     "cli": "cli",
     "help": "cli",
     "guard": "cli",
+    "deferred": "cli",
     "__main__": "cli",
 }
 PACKAGES = {"syntax": "syntax", "isa": "isa", "analysis": "analysis", "passes": "passes", "lint": "passes"}

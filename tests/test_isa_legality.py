@@ -320,3 +320,16 @@ def test_cli_parse_check_reports_and_exits_1(tmp_path):
         "error",
         "instruction 'wgmma.fence' is not available on .target sm_90 (needs sm_90a)",
     ) in said
+
+
+def test_alike_instructions_are_each_reported_at_their_own_line(tmp_path):
+    """Instructions spelled alike are checked once per module: each still gets its problem at its own line, and the
+    same opcode naming another special register is checked apart (here it is legal)."""
+    text = (
+        ".version 7.8\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n.reg .b64 %rd<3>;\n"
+        "mov.u64 %rd1, %current_graph_exec;\nmov.u64 %rd2, %clock64;\n  mov.u64 %rd2, %current_graph_exec;\nret;\n}\n"
+    )
+    found = [(p.location.line, p.location.column, p.message) for p in check_module(parse(text))]
+    message = "special register '%current_graph_exec' requires PTX ISA 8.0 or later (.version is 7.8)"
+    assert found == [(7, 1, message), (9, 3, message)]
+    assert {n for n, _, _ in found} == ptxas_error_lines(text, tmp_path)[1]

@@ -1,8 +1,8 @@
 """warp-roles with fewer producer warps than consumers (P = 1 and 2), with setmaxnreg (4 producer warps,
-sm_90a), and its pipeline variant (S = 2, 3, 4), on the GPU: each benchmark kernel (benchmarks/warp_roles) so
-transformed, its outputs compared bit for bit with the input kernel's over 100 launches with the watchdog of
-ptxtool.toolchain.gpu. Skipped where no CUDA driver is found, or where the wheel's nvcc cannot compile the
-benchmark sources."""
+sm_90a), with cp.async producers (split-async, S = 2, 3), and its pipeline variant (S = 2, 3, 4), on the GPU:
+each benchmark kernel (benchmarks/warp_roles) so transformed, its outputs compared bit for bit with the input
+kernel's over 100 launches with the watchdog of ptxtool.toolchain.gpu. Skipped where no CUDA driver is found, or
+where the wheel's nvcc cannot compile the benchmark sources."""
 
 from __future__ import annotations
 
@@ -79,6 +79,47 @@ def test_pipeline_bit_identical(name: str, pipelines: tuple[Path, dict]) -> None
     assert all(entry["splits"][v]["block"] == entry["block"] for v in made)
     if not made:
         pytest.skip(f"{name}: the pipeline refuses it: {entry['splits']}")
+    entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
+    with Gpu() as gpu:
+        functions = bench.load_variants(gpu, folder, name, entry)
+        for case in bench.cases(gpu, name, small=True):
+            differ = bench.identical(gpu, functions, case, launches=100)
+            assert differ == dict.fromkeys(functions, 0), (case.label, differ)
+
+
+COPIED = ("sgemm_unrolled", "attention_unrolled")  # the inputs whose staging the producers can copy with cp.async
+COPYING = (None, 1)  # producer warps of the split-async variants: one producer thread per consumer, one warp
+
+
+@pytest.fixture(scope="module")
+def copying(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("warp_roles_copying")
+    try:
+        return folder, bench.prepare(folder, stages=(2, 3), producers=(), setmaxnreg=(), pipelines=(), copying=COPYING)
+    except EnvironmentProblem as problem:
+        pytest.skip(f"cannot compile the benchmark sources: {problem}")
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("name", sorted(bench.BENCHES))
+def test_copying_producers_bit_identical(name: str, copying: tuple[Path, dict]) -> None:
+    """Each split with cp.async producers ptxtool makes (S = 2, 3; P = N/32 and 1, the block grown by 32P) gives
+    the input kernel's bits over 100 launches with the watchdog; the inputs with straight-line staging are split so
+    at S = 2 for both P, the others refused with the conversion's reason."""
+    folder, manifest = copying
+    entry = manifest[name]
+    made = {v for v, info in entry["splits"].items() if "block" in info}
+    if name in COPIED:
+        assert {bench.async_name(2, p) for p in COPYING} <= made, entry["splits"]
+    else:
+        refused = [entry["splits"][bench.async_name(2, p)].get("refused", "") for p in COPYING]
+        assert not made and all(why.startswith("cp.async producers: ") for why in refused), entry["splits"]
+        pytest.skip(f"{name}: the producers' staging does not convert: {entry['splits']}")
+    for stages in (2, 3):
+        for p in COPYING:
+            if bench.async_name(stages, p) in made:
+                grown = entry["splits"][bench.async_name(stages, p)]["block"]
+                assert grown == entry["block"] + (32 * p if p else entry["block"])
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
     with Gpu() as gpu:
         functions = bench.load_variants(gpu, folder, name, entry)

@@ -316,3 +316,40 @@ def test_record_shows_optimize_problems_as_their_line_and_message() -> None:
     html = _record({"verified": False, "problems": [problem, whole]})
     assert "line 12: ptxas rejects the output" in html and "{" not in unescape(html.split("NOT verified")[1])
     assert '<p class="bad">the SASS lacks USETMAXREG</p>' in html
+
+
+def test_a_target_guessed_wrong_before_the_parse_is_built_again(tmp_path, monkeypatch):
+    """ptxas starts on the first `.target` line before the file is parsed; a line inside a block comment is a wrong
+    guess (here one ptxas rejects): that build is dropped, and the page shows the module's own target's numbers."""
+    import ptxtool.toolchain.compile as toolchain
+
+    built, compile_ptx = [], toolchain.compile_ptx
+    monkeypatch.setattr(toolchain, "compile_ptx", lambda *a, **k: built.append(a[2]) or compile_ptx(*a, **k))
+    path = tmp_path / "commented.ptx"
+    path.write_text("/*\n.target sm_1000\n*/\n" + (SAMPLES / "reduce.sm80.ptx").read_text())
+    out = tmp_path / "report.html"
+    code, _, stderr = _report(str(path), "-o", str(out))
+    assert code == 0, stderr
+    assert sorted(built) == ["sm_1000", "sm_80"]  # the two builds run in threads: either may start first
+    assert '<span class="muted">(sm_80)</span>' in out.read_text()
+    page = Page(out.read_text())
+    kernels = _inspect(path)["files"][0]["kernels"]
+    assert page.kernels == [k["name"] for k in kernels] and all(
+        page.numbers[k["name"]] == _expected(k) for k in kernels
+    )
+
+
+def test_each_tool_runs_once_per_file(tmp_path, monkeypatch):
+    """ptxas builds once (`-lineinfo`), and nvdisasm prints two listings: `-gp` (SASS under each PTX line, the PTX
+    line of each live count and the instructions of the statistics) and the life ranges; nothing runs twice."""
+    import ptxtool.toolchain.compile as toolchain
+    import ptxtool.toolchain.sass as sass
+
+    monkeypatch.setenv("PTXTOOL_CACHE_DIR", str(tmp_path / "cache"))  # a cache would hide a second run
+    built, listed = [], []
+    compile_ptx, nvdisasm = toolchain.compile_ptx, sass._nvdisasm
+    monkeypatch.setattr(toolchain, "compile_ptx", lambda *a, **k: built.append((a[2], k)) or compile_ptx(*a, **k))
+    monkeypatch.setattr(sass, "_nvdisasm", lambda cubin, options: listed.append(options) or nvdisasm(cubin, options))
+    assert _report(str(SAMPLES / "pressure.sm80.ptx"), "-o", str(tmp_path / "r.html"))[0] == 0
+    assert built == [("sm_80", {"lineinfo": True})]
+    assert sorted(listed) == [["-c", "-gp"], ["-c", "-plr", "-lrm", "count"]]

@@ -86,3 +86,31 @@ def test_an_error_still_prints_through_rich(tmp_path: Path) -> None:
     source.write_text(KERNEL.replace("ret;", "ret"), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "ptxtool.cli", "parse", str(source)], capture_output=True, text=True)
     assert done.returncode == 2 and f"{source}:7:5: error: missing ';'" in done.stderr, done.stderr
+
+
+def test_a_command_builds_only_its_own_click_objects(tmp_path: Path) -> None:
+    """Importing the CLI builds no command; running `fmt` builds `fmt` alone; --help builds them all."""
+    source = tmp_path / "k.ptx"
+    source.write_text(KERNEL, encoding="utf-8")
+    code = (
+        "import sys, ptxtool.cli as cli\n"
+        "known = cli.main.commands.known\n"
+        "def built(): return sorted(n for n, c in known.items() if getattr(c, 'built', c) is not None)\n"
+        "print(built())\n"
+        "cli.main(sys.argv[1:], standalone_mode=False)\n"
+        "print(built())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "fmt", str(source), "-o", str(tmp_path / "out.ptx")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["[]", "['fmt']"]
+    assert (tmp_path / "out.ptx").read_text(encoding="utf-8").startswith(".version 8.0")
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    listed = CliRunner().invoke(main, ["--help"]).output.split("Commands:")[1].split()
+    assert [name for name in sorted(main.commands) if name in listed] == sorted(main.commands)

@@ -7,8 +7,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from ptxtool.analysis.legality import _constructs
-from ptxtool.syntax import ast, format_module, parse
+from ptxtool.syntax import ParseError, ast, format_module, parse
 
 HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"
 # odd but valid layout: tabs, blanks around commas and before a colon, two statements on one line, blank lines
@@ -168,3 +170,41 @@ def test_random_data_bodies_build_the_tree_the_parser_builds() -> None:
         out = format_module(parse(text))
         assert format_module(parse(_slow(text))).replace(" /* slow */", "") == out, text
         assert format_module(parse(out)) == out and parse(out) == parse(text), text
+
+
+def _debug_file(rows: int, bad: dict[int, str]) -> tuple[str, int]:
+    """A `-G`-sized debug section (flush left, as nvcc writes it) with some of its rows replaced; and the line of the
+    first row."""
+    lines = [f"$L__x{k}:" if k % 50 == 0 else f".b8 {k % 256},{k % 7}" for k in range(rows)]
+    for k, text in bad.items():
+        lines[k] = text
+    head = HEAD + "\t.section\t.debug_info\n\t{\n"
+    return head + "\n".join(lines) + "\n\t}\n", head.count("\n") + 1
+
+
+def test_errors_inside_a_large_data_body_are_reported_at_their_line_and_column(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    for row, bad, column, found in [
+        (1_234, ".b8 7 @", 7, "'@'"),
+        (2_500, ".b8 1,,2", 7, "','"),
+        (10, "x.b8 1", 6, "integer '1'"),
+    ]:
+        text, first = _debug_file(3_000, {row: bad})
+        path = tmp_path / "debug.ptx"
+        path.write_text(text, encoding="utf-8")
+        done = CliRunner().invoke(main, ["fmt", str(path), "-o", str(tmp_path / "out.ptx")])
+        assert done.exit_code == 2 and "Traceback" not in done.output
+        assert f"{path}:{first + row}:{column}: error: unexpected {found}" in done.output, done.output
+        assert not (tmp_path / "out.ptx").exists()
+
+
+def test_an_unclosed_data_body_names_its_brace() -> None:
+    text, first = _debug_file(3_000, {})
+    text = text.removesuffix("\t}\n")
+    issues = pytest.raises(ParseError, parse, text).value.issues
+    assert [(i.line, i.message) for i in issues] == [
+        (first + 2_999, f"end of file inside the '{{' opened at line {first - 1}: expected '}}'")
+    ]

@@ -10,9 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from ptxtool.toolchain import sass
 from ptxtool.toolchain.compile import compile_ptx
 from ptxtool.toolchain.discover import find_tool
-from ptxtool.toolchain.sass import disassemble, listing, statistics
+from ptxtool.toolchain.sass import (
+    ListingLine,
+    LiveCount,
+    disassemble,
+    instructions,
+    life_ranges,
+    listing,
+    statistics,
+    with_lines,
+)
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 
@@ -101,3 +111,66 @@ def test_disassembly_cached_by_content(tmp_path, monkeypatch):
     assert disassemble(cubin) == first
     disassemble(cubin + b"\0")  # other bytes, another entry
     assert len(list(tmp_path.glob("*.sass"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "arch"),
+    [("tensorcore.sm80.ptx", "sm_80"), ("hopper.sm90a.ptx", "sm_90a"), ("comm.sm90.lineinfo.ptx", "sm_90")],
+)
+def test_listing_gives_the_instructions_of_json(name, arch):
+    """What `inspect --pressure` and `report` read from the `-gp` listing they need anyway (one nvdisasm run fewer):
+    -json's opcodes and guards in the same order, so the same statistics."""
+    cubin = _compiled(name, arch, lineinfo=True).cubin
+    from_json, from_listing = disassemble(cubin), instructions(listing(cubin, with_ptx_lines=True))
+    assert from_listing.keys() == from_json.keys()
+    for f, ours in from_listing.items():
+        assert [(i.opcode, i.predicate) for i in ours] == [(i.opcode, i.predicate) for i in from_json[f]], f
+        assert statistics(ours) == statistics(from_json[f]), f
+
+
+_LISTING = """\t.headerflags\t@"EF_CUDA_SM80"
+        /*0000*/                   NOP ;
+.text.k:
+\t//## File ".nv_debug_ptx_txt", line 12
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+\t//## File ".nv_debug_ptx_txt", line 14
+        /*0010*/               @P0 BRA `(.L_x_0) ;
+        /*0020*/                   EXIT;
+.text.j:
+        /*0000*/                   RET.REL.NODEC R20 `(j)  ;
+"""
+
+_LIFE_RANGES = """.text.k:                                          // |
+        // +-------+--------+
+        // | GPR   | PRED   |
+        // |   #   |   #    |
+        // +-------+--------+
+        /*0000*/                   MOV R1, c[0x0][0x28] ;   // |   1   |        |
+.L_x_0:                                                      // |   1   |        |
+        /*0010*/               @P0 BRA `(.L_x_0) ;        // |   2   |   1    |
+        /*0020*/                   EXIT ;                  // |       |        |
+"""
+
+
+def test_listing_and_life_ranges_read_as_nvdisasm_prints_them(monkeypatch):
+    """Instructions without the `;` and padding, labels, PTX lines carried down to the next mark, code before any
+    function skipped; live counts per instruction (an empty cell is 0), placed at the listing's lines by address."""
+    monkeypatch.setattr(sass, "_nvdisasm", lambda cubin, options: _LIFE_RANGES if "-plr" in options else _LISTING)
+    lines = listing(b"", with_ptx_lines=True)
+    assert lines == {
+        "k": [
+            ListingLine("MOV R1, c[0x0][0x28]", 12, 0),
+            ListingLine(".L_x_0:"),
+            ListingLine("@P0 BRA `(.L_x_0)", 14, 16),
+            ListingLine("EXIT", 14, 32),
+        ],
+        "j": [ListingLine("RET.REL.NODEC R20 `(j)", 0, 0)],
+    }
+    counts = life_ranges(b"")
+    assert counts == {"k": [LiveCount(0, gpr=1), LiveCount(16, gpr=2, predicates=1), LiveCount(32)]}
+    assert with_lines(counts, lines)["k"] == [
+        LiveCount(0, 1, ptx_line=12),
+        LiveCount(16, 2, 1, ptx_line=14),
+        LiveCount(32, ptx_line=14),
+    ]

@@ -29,14 +29,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from ptxtool.toolchain.sass import (
-    _BRANCHES,
-    _ENDS,
-    _INDIRECT,
-    _TARGET,
     CLASSES,
     TENSOR_CORE,
     ListingLine,
     SassOp,
+    basic_blocks,
     parse_op,
 )
 
@@ -62,8 +59,6 @@ _MMA = frozenset(("HMMA", "IMMA"))
 _ELEMENT_BITS = {"F16": 16, "BF16": 16, "TF32": 32, "S8": 8, "U8": 8, "E4M3": 8, "E5M2": 8, "S4": 4, "U4": 4}
 _WIDE_ADDRESSES = frozenset(("E", "BA"))  # an access with 64-bit addresses: `LDG.E R4, [R2]` reads R2, R3
 _CONVERSIONS = frozenset(("F2F", "F2I", "I2F", "I2I", "F2FP", "I2FP"))
-_JUMPS = _BRANCHES | _INDIRECT
-_ENDS_BLOCK = _JUMPS | _ENDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,28 +206,6 @@ def in_flight(ops: Sequence[SassOp], counted: Callable[[SassOp], bool] = lambda 
     return best
 
 
-def _blocks(ops: Sequence[SassOp], labels: dict[str, int]) -> tuple[list[int], list[set[int]]]:
-    """Basic-block starts and each block's successors: a block ends at a label or after a branch or exit; a branch
-    whose target the listing does not name (`BRX`, `JMX`) may go to any label."""
-    leaders = {0, *labels.values()} | {n + 1 for n, op in enumerate(ops) if op.mnemonic in _ENDS_BLOCK}
-    starts = sorted(n for n in leaders if n < len(ops))
-    block_at = {start: b for b, start in enumerate(starts)}
-    successors: list[set[int]] = []
-    ends = [*starts[1:], len(ops)]
-    for b, end in enumerate(ends):
-        last = ops[end - 1]
-        out: set[int] = set()
-        if last.predicate == "@!PT" or last.mnemonic not in _ENDS_BLOCK or last.predicate not in ("", "@PT"):
-            out |= {b + 1} if b + 1 < len(starts) else set()
-        if last.predicate != "@!PT" and last.mnemonic in _JUMPS:
-            target = _TARGET.search(last.operands)
-            known = labels.get(target.group(1)) if target and last.mnemonic in _BRANCHES else None
-            heads = [known] if known is not None else list(labels.values())
-            out |= {block_at[h] for h in heads if h in block_at}
-        successors.append(out)
-    return starts, successors
-
-
 def _dominators(successors: list[set[int]]) -> list[int]:
     """Each block's dominators as a bit set (block 0 the entry; unreachable blocks dominated by every block)."""
     count = len(successors)
@@ -267,7 +240,7 @@ def sass_loops(lines: Sequence[ListingLine], counted_lines: Collection[int] | No
             ops.append(parse_op(entry.text, entry.ptx_line))
     if not ops:
         return ()
-    starts, successors = _blocks(ops, labels)
+    starts, successors = basic_blocks(ops, labels)
     dom = _dominators(successors)
     predecessors: list[set[int]] = [set() for _ in starts]
     for b, out in enumerate(successors):

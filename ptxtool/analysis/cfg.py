@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ptxtool import isa
 from ptxtool.analysis.linear import Linear, Op, linearize
 from ptxtool.isa import Effect
 from ptxtool.syntax import ast
+
+if TYPE_CHECKING:
+    from ptxtool.analysis.dataflow.liveness import DefUse
+    from ptxtool.analysis.loops import Loop
 
 _ENDS = Effect.BRANCH | Effect.RETURN | Effect.TRAP
 
@@ -65,6 +70,20 @@ class CFG:
             else:
                 order.append(block)
         return tuple(reversed(order))
+
+    @cached_property
+    def chains(self) -> DefUse:
+        """The def-use chains (`def_use`), made once per graph: loops, memory facts and divergence all read them."""
+        from ptxtool.analysis.dataflow.liveness import def_use
+
+        return def_use(self)
+
+    @cached_property
+    def loops(self) -> tuple[Loop, ...]:
+        """The natural loops (`find_loops`), found once per graph."""
+        from ptxtool.analysis.loops import find_loops
+
+        return find_loops(self)
 
     @cached_property
     def idom(self) -> dict[int, int]:

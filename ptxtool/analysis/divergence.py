@@ -39,10 +39,8 @@ class ThreadDependence:
     count as uniform."""
 
     def __init__(self, cfg: CFG) -> None:
-        from ptxtool.analysis.dataflow.liveness import def_use
-
         ops = cfg.linear.ops
-        self.chains = def_use(cfg)
+        self.chains = cfg.chains
         work = [
             op.index
             for op in ops

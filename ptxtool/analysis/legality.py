@@ -9,7 +9,7 @@ from dataclasses import replace
 from ptxtool import isa
 from ptxtool.analysis.statements import statements
 from ptxtool.errors import Diagnostic, Location
-from ptxtool.isa.features import FUNCTION_DIRECTIVES, STATEMENT_DIRECTIVES
+from ptxtool.isa.features import FUNCTION_DIRECTIVES, SPECIAL_REGISTERS, STATEMENT_DIRECTIVES
 from ptxtool.isa.targets import TARGET_INTRODUCED, Need, Target, Version, version, version_text
 from ptxtool.sources import Source
 from ptxtool.syntax import ast
@@ -56,24 +56,29 @@ def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ..
     return out
 
 
-def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[Diagnostic]:
+def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[str]:
     if isa.find(i) is None:
-        return [_problem(i.line, i.column, f"unknown instruction '{i.mnemonic}'")]
+        return [f"unknown instruction '{i.mnemonic}'"]
     seen: set[str] = set()
     out = []
     removed = isa.REMOVED.get(isa.family(i) or "")
     if removed and ptx >= removed[0] and any(t.number >= removed[1] for t in targets):
         since = f"PTX ISA {version_text(removed[0])} on sm_{removed[1]} and later"
-        out.append(
-            _problem(i.line, i.column, f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}")
-        )
+        out.append(f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}")
     for mod in dict.fromkeys(isa.unknown_modifiers(i)):
-        out.append(_problem(i.line, i.column, _not_one_of(mod, isa.family(i) or i.opcode)))
+        out.append(_not_one_of(mod, isa.family(i) or i.opcode))
     for r in isa.requirements(i):
         if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
             seen.add(r.what)
-            out.append(_problem(i.line, i.column, _explain(r.what, r.needs, ptx, targets)))
+            out.append(_explain(r.what, r.needs, ptx, targets))
     return out
+
+
+def _spelling(i: ast.Instruction) -> tuple:
+    """What `_instruction_problems` reads of an instruction: opcode, modifiers, operand count and the special
+    registers among its operands (instructions spelled alike have the same problems: each spelling is checked once)."""
+    specials = (n.text.split(".")[0] for op in i.operands for n in isa.operand_names(op) if n.text.startswith("%"))
+    return i.opcode, i.modifiers, len(i.operands), tuple(s for s in specials if s in SPECIAL_REGISTERS)
 
 
 def _constructs(module: ast.Module) -> list[tuple[str, int, int]]:
@@ -130,6 +135,7 @@ def check_module(module: ast.Module) -> list[Diagnostic]:
         feature = isa.CONSTRUCTS[key]
         if not isa.satisfied(feature.needs, ptx, targets):
             problems.append(_problem(line, column, _explain(feature.name, feature.needs, ptx, targets)))
+    said: dict[tuple, list[str]] = {}
     for function in module.functions:
         for directive in function.directives:
             feature = isa.DIRECTIVES.get(directive.word)
@@ -138,7 +144,10 @@ def check_module(module: ast.Module) -> list[Diagnostic]:
                 problems.append(_problem(function.line, function.column, _explain(what, feature.needs, ptx, targets)))
         if function.body is not None:
             for i in ast.instructions(function.body):
-                problems.extend(_instruction_problems(i, ptx, targets))
+                key = _spelling(i)
+                if key not in said:
+                    said[key] = _instruction_problems(i, ptx, targets)
+                problems.extend(_problem(i.line, i.column, message) for message in said[key])
     return sorted(problems, key=lambda p: (p.location.line, p.location.column))
 
 

@@ -74,11 +74,18 @@ class _Scope:
         self.ranges: dict[str, Register] = {}  # prefix -> template register (key is prefix-based)
         self.counts: dict[str, int] = {}
         self.labels: set[str] = set()
+        self.found: dict[str, Register | None] = {}  # filled once the declarations of this scope and above are in
 
     def key(self, name: str) -> str:
         return name if self.ident == 0 else f"{name}#{self.ident}"
 
     def find(self, name: str) -> Register | None:
+        if name in self.found:
+            return self.found[name]
+        self.found[name] = found = self._find(name)
+        return found
+
+    def _find(self, name: str) -> Register | None:
         scope: _Scope | None = self
         while scope is not None:
             if name in scope.exact:
@@ -124,6 +131,15 @@ class _Builder:
             scope.exact[declarator.name] = Register(scope.key(declarator.name), declarator.name, kind, vector)
 
     def names(self, scope: _Scope, operand: ast.Operand) -> list[str]:
+        kind = type(operand)
+        if kind is ast.Immediate:  # the common cases first, without operand_names' generator
+            return []
+        if kind is ast.Name and operand.text != "_":
+            reg = scope.find(operand.text)
+            if reg is None:
+                return []
+            self.registers.setdefault(reg.key, reg)
+            return [reg.key]
         out = []
         for name in isa.operand_names(operand):
             reg = scope.find(name.text)

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.dataflow.liveness import DefUse, def_use
+from ptxtool.analysis.dataflow.liveness import DefUse
 from ptxtool.syntax import ast
 
 
@@ -142,7 +142,7 @@ def find_loops(cfg: CFG, du: DefUse | None = None) -> tuple[Loop, ...]:
                 latches.setdefault(s, []).append(b)
     if not latches:
         return ()
-    du = du or def_use(cfg)
+    du = du or cfg.chains
     bodies = {h: _body(cfg, h, ls) for h, ls in latches.items()}
     headers = sorted(bodies, key=lambda h: (-len(bodies[h]), h))
     index = {h: i for i, h in enumerate(headers)}

@@ -17,10 +17,11 @@ from enum import Enum
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG, build_cfg
-from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
+from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse
 from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
-from ptxtool.analysis.loops import InductionVariable, Loop, find_loops, innermost
+from ptxtool.analysis.loops import InductionVariable, Loop, innermost
+from ptxtool.analysis.statements import statements
 from ptxtool.isa import Effect, Mode
 from ptxtool.syntax import ast
 
@@ -206,7 +207,7 @@ def variable_spaces(module: ast.Module, function: ast.Function) -> dict[str, Spa
     """State space of each variable a function can name: module-level ones and those declared in its body."""
     decls = [i for i in module.items if isinstance(i, ast.Declaration)]
     if function.body is not None:
-        decls += [n for n in ast.walk(function.body) if isinstance(n, ast.Declaration)]
+        decls += [s for s in statements(function.body) if isinstance(s, ast.Declaration)]
     out = {}
     for d in decls:
         space = next((_SPACE_WORDS[a.word] for a in d.attributes if a.word in _SPACE_WORDS), None)
@@ -604,8 +605,8 @@ def memory_facts(
     (`_done`); inside a recursive cycle a callee's facts leave out the members being analysed above it, whose
     effects reach the top-level function through them anyway."""
     cfg = cfg or build_cfg(function)
-    du = def_use(cfg)
-    loops = find_loops(cfg, du)
+    du = cfg.chains
+    loops = cfg.loops
     params = {p.name for p in function.params or ()}
     defined = {f.name for f in module.functions if f.body is not None}  # a module's own `malloc` hands out anything
     bounds = block_bounds(function)

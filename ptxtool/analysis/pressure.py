@@ -65,10 +65,14 @@ def pressure(cfg: CFG, live: Liveness | None = None) -> PressureCurve:
     def units(mask: int) -> int:
         return sum(n * (mask & m).bit_count() for n, m in classes)
 
+    bit = live.bit
     points = []
     at = []
     for op in cfg.linear.ops:
-        after = live.mask_out[op.index] | live.mask(op.defs)
+        defined = 0
+        for key in op.defs:  # live.mask(op.defs), inline: this loop runs once per instruction of the file
+            defined |= bit.get(key, 0)
+        after = live.mask_out[op.index] | defined
         before = live.mask_in[op.index]
         ub, ua = units(before), units(after)
         here, n = (after, ua) if ua > ub else (before, ub)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ptxtool.isa import caching
 from ptxtool.isa.features import CONSTRUCTS, DIRECTIVES, FEATURES, OPERAND_FORMS, REMOVED, SPECIAL_REGISTERS
@@ -73,7 +74,13 @@ def _split(instr: Instr) -> tuple[str, tuple[str, ...]]:
 
 def family(instr: Instr) -> str | None:
     """The table row an instruction belongs to: the longest `opcode.mod...` prefix that names one."""
-    opcode, mods = _split(instr)
+    return _family(*_split(instr), len(OPCODES))
+
+
+# Analyses ask about each instruction many times and a file repeats few spellings: answers are cached per spelling
+# and table size (a test that removes rows for a while gets answers of that table, and the old ones back after).
+@lru_cache(4096)
+def _family(opcode: str, mods: tuple[str, ...], _rows: int) -> str | None:
     for n in range(len(mods), -1, -1):
         key = ".".join((opcode, *mods[:n]))
         # a last modifier with a `::` qualifier may name its row without it: tcgen05.fence::before_thread_sync
@@ -181,10 +188,16 @@ def _address_like(operands: tuple[ast.Operand, ...]) -> Iterator[ast.Address]:
 
 def effects(instr: ast.Instruction) -> Effect:
     """The family's side effects, plus COLLECTIVE for `.aligned` forms and FENCE for ordered/volatile accesses."""
-    out = lookup(instr).effects
-    if "aligned" in instr.modifiers:
+    return _effects(instr.opcode, instr.modifiers, len(OPCODES))
+
+
+@lru_cache(4096)
+def _effects(opcode: str, mods: tuple[str, ...], rows: int) -> Effect:
+    key = _family(opcode, mods, rows)
+    out = OPCODES[key].effects if key else WORST_CASE  # lookup()'s worst case for an unknown opcode
+    if "aligned" in mods:
         out |= Effect.COLLECTIVE
-    if caching.ORDERING.intersection(instr.modifiers):
+    if caching.ORDERING.intersection(mods):
         out |= Effect.FENCE
     return out
 

@@ -25,7 +25,6 @@ class Context:
     options: dict = field(default_factory=dict)
     _cfgs: dict[str, CFG] = field(default_factory=dict)
     _memory: dict[str, MemoryFacts] = field(default_factory=dict)
-    _loops: dict[str, tuple[Loop, ...]] = field(default_factory=dict)
 
     def bodies(self) -> list[ast.Function]:
         """The functions (kernels and .func) that have a body."""
@@ -39,11 +38,7 @@ class Context:
         return self._cfgs[function.name]
 
     def loops(self, function: ast.Function) -> tuple[Loop, ...]:
-        from ptxtool.analysis.loops import find_loops
-
-        if function.name not in self._loops:
-            self._loops[function.name] = find_loops(self.cfg(function))
-        return self._loops[function.name]
+        return self.cfg(function).loops
 
     def memory(self, function: ast.Function) -> MemoryFacts:
         from ptxtool.analysis.memory import memory_facts

@@ -265,7 +265,12 @@ def _coordinates(
         for i, v in enumerate(row):
             at += gap(row[i - 1], v) if i else 0.0
             x[v] = at
+    before: list[float] = []
     for s in range(2 * spacing.sweeps):
+        if s % 2 == 0:
+            if x == before:  # a down and up sweep that moved nothing: every later one moves nothing either
+                break
+            before = list(x)
         neighbours = preds if s % 2 == 0 else succs
         order = rows if s % 2 == 0 else rows[::-1]
         for row in order:

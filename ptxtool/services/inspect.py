@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from math import prod
@@ -36,13 +36,17 @@ from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.occupancy import Occupancy, occupancy
 from ptxtool.toolchain.resources import FunctionResources, ToolWarning
 from ptxtool.toolchain.sass import (
+    ListingLine,
     LiveCount,
     SassInstruction,
     SassStats,
     disassemble,
+    instructions,
+    life_ranges,
+    listing,
     live_by_line,
-    live_registers,
     statistics,
+    with_lines,
 )
 
 DEFAULT_BLOCK_SIZE = 256  # used when neither the kernel (.reqntid/.maxntid) nor --block-size gives one
@@ -167,6 +171,15 @@ def _access_key(instruction: ast.Instruction) -> str:
     return ".".join(words) or "default"
 
 
+def _names(instruction: ast.Instruction) -> Iterator[str]:
+    """The text of every Name in an instruction: its guard's and its operands', however nested."""
+    for node in (instruction.guard, *instruction.operands):
+        if type(node) is ast.Name:
+            yield node.text
+        elif node is not None and type(node) is not ast.Immediate:  # a literal holds no name: no walk for it
+            yield from (n.text for n in ast.walk(node) if isinstance(n, ast.Name))
+
+
 def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration]) -> PtxFacts:
     """Facts about one kernel's PTX; `module_shared` maps module-level .shared names to their declarations."""
     facts = PtxFacts()
@@ -190,9 +203,7 @@ def ptx_facts(function: ast.Function, module_shared: dict[str, ast.Declaration])
         if statement.opcode in BARRIER_OPCODES:
             barriers[".".join((statement.opcode, *statement.modifiers[:1]))] += 1
         if module_shared:
-            used_module_shared |= {
-                n.text for n in ast.walk(statement) if isinstance(n, ast.Name)
-            } & module_shared.keys()
+            used_module_shared.update(n for n in _names(statement) if n in module_shared)
     for name in sorted(used_module_shared):
         declaration = module_shared[name]
         d = next(d for d in declaration.declarators if d.name == name)
@@ -242,23 +253,31 @@ def kernel_pressure(
 @dataclass(frozen=True)
 class Built:
     """What the tools made of one source: ptxas's build, its SASS instructions, and with pressure the registers
-    live at each SASS instruction. With pressure the one build is a `-lineinfo` build, so the SASS maps to PTX
-    lines (line info changes neither ptxas's code nor its resources, so the other numbers are those of a plain
-    build)."""
+    live at each SASS instruction and the `-gp` listing they were placed with. With pressure the one build is a
+    `-lineinfo` build, so the SASS maps to PTX lines (line info changes neither ptxas's code nor its resources, so
+    the other numbers are those of a plain build), and the instructions are read from the listing."""
 
     compiled: Compiled
     sass: dict[str, list[SassInstruction]]
     live: dict[str, list[LiveCount]] | None = None
+    listing: dict[str, list[ListingLine]] | None = None
 
 
 def build(source: Source, arch: str, options: Options) -> Built:
-    """Run ptxas once, then nvdisasm's listings side by side (threads: the tools run while Python waits)."""
+    """Run ptxas once, then nvdisasm (`disassembled`)."""
     compiled = compile_ptx(source.text, source.display, arch, backend=options.backend, lineinfo=options.pressure)
+    return disassembled(compiled, options)
+
+
+def disassembled(compiled: Compiled, options: Options) -> Built:
+    """nvdisasm's outputs for a build: `-json` alone; with pressure, the `-gp` listing and the life ranges side by
+    side (threads: the tools run while Python waits), the listing giving the instructions too."""
     if not options.pressure:
         return Built(compiled, disassemble(compiled.cubin))
-    with ThreadPoolExecutor(2) as pool:
-        live = pool.submit(live_registers, compiled.cubin)
-        return Built(compiled, disassemble(compiled.cubin), live.result())
+    with ThreadPoolExecutor(1) as pool:
+        ranges = pool.submit(life_ranges, compiled.cubin)
+        lines = listing(compiled.cubin, with_ptx_lines=True)
+        return Built(compiled, instructions(lines), with_lines(ranges.result(), lines), lines)
 
 
 def _pressures(

@@ -7,6 +7,7 @@ the candidate table of a tuning result."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,11 +18,11 @@ from ptxtool.errors import EXIT_OK, EnvironmentProblem, InputError, UsageError
 from ptxtool.lint.settings import LintSettings
 from ptxtool.sources import Source, Unreadable, read_source, write_atomic
 from ptxtool.syntax import ast
-from ptxtool.toolchain.sass import ListingLine
 
 if TYPE_CHECKING:
     from ptxtool.lint.context import Context
     from ptxtool.toolchain.compile import Compiled
+    from ptxtool.toolchain.sass import ListingLine
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,46 +207,60 @@ def _findings(
     return out, notes
 
 
+def _written_target(text: str) -> str | None:
+    """The first target of the first `.target` line, read without parsing: a guess to start ptxas with while the
+    file is parsed (the parsed module decides; a wrong guess only costs a second ptxas run)."""
+    found = _TARGET_LINE.search(text)
+    return found.group(1) if found else None
+
+
+_TARGET_LINE = re.compile(r"^[ \t]*\.target[ \t]+(sm_\w+)", re.M)
+
+
 def view_file(source: Source, options: Options, index: int = 0) -> FileView:
     """Everything the page shows of one PTX file, the `index`-th on the page (InputError when it does not parse or
     ptxas rejects it). The file is parsed once and each function's CFG built once for lint, inspect's pressure
-    curves and the pictures; ptxas and nvdisasm run in a thread meanwhile (one `-lineinfo` build for all)."""
+    curves and the pictures; ptxas (one `-lineinfo` build for all) starts before the parse and nvdisasm runs after
+    it, both in threads, while Python parses and analyses."""
     from ptxtool.lint.context import Context
     from ptxtool.report.html import line_anchor
     from ptxtool.report.json_report import inspect_document
     from ptxtool.report.pictures import cfg_svg, pressure_svg
     from ptxtool.services.inspect import Options as InspectOptions
-    from ptxtool.services.inspect import build, inspect_module
+    from ptxtool.services.inspect import disassembled, inspect_module
     from ptxtool.sources import parse_source
-    from ptxtool.toolchain.compile import target_arch
-    from ptxtool.toolchain.sass import listing
+    from ptxtool.toolchain.compile import compile_ptx, target_arch
 
-    module = parse_source(source)
-    arch = target_arch(module.targets, source.display, options.arch)
     wanted = InspectOptions(options.arch, options.block_size, pressure=True)
-    ctx = Context(module)
-    with ThreadPoolExecutor(1) as tools:  # one after the other: the listing reuses the build's cached -gp output
-        building = tools.submit(build, source, arch, wanted)
-        listed = tools.submit(lambda: listing(building.result().compiled.cubin, with_ptx_lines=True))
+
+    def compile_for(arch: str) -> Compiled:
+        return compile_ptx(source.text, source.display, arch, lineinfo=True)
+
+    with ThreadPoolExecutor(2) as tools:
+        guess = options.arch or _written_target(source.text)
+        compiling = tools.submit(compile_for, guess) if guess else None
+        module = parse_source(source)
+        arch = target_arch(module.targets, source.display, options.arch)
+        if arch != guess:
+            compiling = tools.submit(compile_for, arch)
+        building = tools.submit(lambda: disassembled(compiling.result(), wanted))
+        ctx = Context(module)
         for f in ctx.bodies():
             ctx.cfg(f)
-        findings, notes = _findings(source, module, ctx, options, lambda: building.result().compiled)
+        findings, notes = _findings(source, module, ctx, options, compiling.result)
+        lines = ptx_lines(source.text)  # what needs no tool first, while nvdisasm runs
+        drawn = [
+            cfg_svg(ctx.cfg(f), ctx.loops(f), lambda line: "#" + line_anchor(index, line), ids=f"f{index}-k{n}-")
+            for n, f in enumerate(module.kernels)
+        ]
+        source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
         report = inspect_module(source, module, wanted, built=building.result(), cfg=ctx.cfg)
-        sass, unplaced = _sass_by_line(listed.result())
-    lines = ptx_lines(source.text)
-    by_name = {f.name: f for f in module.kernels}
+        sass, unplaced = _sass_by_line(building.result().listing or {})
     documented = inspect_document([report], [], {})["files"][0]["kernels"]  # the numbers of `inspect --json`
-
-    def link(line: int) -> str:
-        return "#" + line_anchor(index, line)
-
     kernels = {}
-    for k, data in zip(report.kernels, documented, strict=True):
-        cfg = ctx.cfg(by_name[k.name])
+    for k, data, picture in zip(report.kernels, documented, drawn, strict=True):
         curve = pressure_svg(k.pressure.curve, k.pressure.real, "ptxas live (SASS)") if k.pressure else None
-        drawn = cfg_svg(cfg, ctx.loops(by_name[k.name]), link, ids=f"f{index}-k{len(kernels)}-")
-        kernels[k.name] = KernelView(k.name, data, drawn, curve)
-    source_at = _source_lines(module, source.text, list(range(1, len(lines) + 1)), Path(source.path).parent)
+        kernels[k.name] = KernelView(k.name, data, picture, curve)
     notes += [f"ptxas: {w.message}" for w in report.warnings]
     return FileView(
         source.display, arch, lines, _spans(module, len(lines)), kernels, sass, unplaced, findings, source_at, notes

@@ -542,14 +542,20 @@ NODE_TYPES: tuple[type, ...] = (
 finish((Owner, *(c for c in NODE_TYPES if "__dataclass_fields__" in c.__dict__)))
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def children(node: object) -> Iterator[object]:
     """The child nodes of a node, in field order, found from its dataclass fields (a Data's: the statements it
     stands for, so that a walk sees every name a debug section refers to)."""
     if type(node) is Data:
         yield from node.statements
         return
-    for f in fields(node):  # type: ignore[arg-type]
-        value = getattr(node, f.name)
+    names = _FIELD_NAMES.get(type(node))
+    if names is None:  # dataclasses.fields() per node was most of a walk's time
+        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))  # type: ignore[arg-type]
+    for name in names:
+        value = getattr(node, name)
         if isinstance(value, tuple):
             for v in value:
                 if isinstance(v, tuple):

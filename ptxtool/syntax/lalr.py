@@ -9,24 +9,28 @@ Lark's. Errors are handed to a callback that may skip the token and go on, which
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from ptxtool.syntax.lexer import Token
-from ptxtool.syntax.tables import Rule, Tables
+from ptxtool.syntax.records import finish, record
+from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"
+LINE = "INSTRUCTION_LINE"  # a label or instruction that `whole_line` builds whole, where a statement may start
 # parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
 # over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
 MAX_DEPTH = 12_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unexpected:
     """The parser met `token` where only `expected` terminals could go."""
 
     token: Token
     expected: frozenset[str]
     message: str | None = None  # set when the parser gives up for a reason of its own
+
+
+finish((Unexpected,))
 
 
 class _Splice(list):
@@ -116,33 +120,34 @@ def _unclosed(values: list[object]) -> str | None:
 
 
 class Driver:
-    """Runs the table: an action is an int (shift to that state) or (size, build, goto symbol) to reduce."""
+    """Runs the table: an action is an int (shift to that state) or (size, rule, goto symbol) to reduce."""
 
     def __init__(self, tables: Tables, nodes: object) -> None:
         self.start_state = tables.start_state
         self.end_state = tables.end_state
-        builders = [_node_builder(rule, nodes) for rule in tables.rules]
+        # a `?rule` reduced from its one child (`?atom` -> `?unary` -> ... -> `?expression` for each literal) leaves
+        # the value as it is: its builder is None, and the driver only changes the state
+        self.builders = [
+            None if rule.expand1 and rule.size == 1 and rule.keep == ((0, False),) else _node_builder(rule, nodes)
+            for rule in tables.rules
+        ]
+        self.actions: dict[int, dict[str, Action]] = tables.states
         # states where a statement or module item may begin: errors roll back to such a state
         self.statement_starts = frozenset(
             state for state, row in tables.states.items() if "statement" in row or "module_item" in row
         )
-        # a `?rule` reduced from its one child (`?atom` -> `?unary` -> ... -> `?expression` for each literal) leaves
-        # the value as it is: its build is None, and the driver only changes the state
-        units = [rule.expand1 and rule.size == 1 and rule.keep == ((0, False),) for rule in tables.rules]
-        self.actions: dict[int, dict[str, object]] = {
-            state: {
-                symbol: action
-                if action.__class__ is int
-                else (tables.rules[action[0]].size, None if units[action[0]] else builders[action[0]], action[1])
-                for symbol, action in row.items()
-            }
-            for state, row in tables.states.items()
-        }
 
-    def parse(self, tokens: Iterable[Token], on_error: Callable[[Unexpected], bool]) -> object:
+    def parse(
+        self,
+        tokens: Iterable[Token],
+        on_error: Callable[[Unexpected], bool],
+        whole_line: Callable[[Token], object | None] | None = None,
+    ) -> object:
         """Parse a token stream. On an unexpected token call `on_error` (False stops), then recover: drop back to
-        where the broken statement began and skip to its end, so the next statement parses cleanly."""
-        actions, starts = self.actions, self.statement_starts
+        where the broken statement began and skip to its end, so the next statement parses cleanly. Where a
+        statement may start, a name or `@` is first offered to `whole_line`: the node of the whole label or instruction
+        it begins (shifted as one INSTRUCTION_LINE; the token source then goes on after it), or None."""
+        actions, builders, starts = self.actions, self.builders, self.statement_starts
         stack = [self.start_state]
         values: list[object] = []
         checkpoint: tuple[int, int] | None = None  # stack sizes where the current statement began
@@ -180,10 +185,18 @@ class Driver:
                         message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
                         on_error(Unexpected(token, frozenset(), message))
                         return None
+                    if (kind == "WORD" or kind == "AT") and whole_line is not None:
+                        line = actions[stack[-1]].get(LINE)
+                        # (not near the depth limit, which the instruction's own tokens could reach)
+                        if line.__class__ is int and len(stack) < MAX_DEPTH - 64:
+                            node = whole_line(token)
+                            if node is not None:
+                                action, token = line, node
                     stack.append(action)
                     values.append(token)
                     break
-                size, build, goto = action
+                size, rule, goto = action
+                build = builders[rule]
                 if build is None:  # a unit reduction: the value stays
                     stack[-1] = actions[stack[-2]][goto]
                     continue
@@ -201,7 +214,8 @@ class Driver:
             if action is None or action.__class__ is int:
                 on_error(Unexpected(end, self.expected(stack), _unclosed(values)))
                 return None
-            size, build, goto = action
+            size, rule, goto = action
+            build = builders[rule]
             if build is None:
                 stack[-1] = actions[stack[-2]][goto]
             else:
@@ -218,7 +232,7 @@ class Driver:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
         accepted = set()
         for symbol in self.actions[stack[-1]]:
-            if not symbol.isupper() and symbol != END:
+            if (not symbol.isupper() and symbol != END) or symbol == LINE:  # LINE is no token of the text's own
                 continue
             states = list(stack)
             while True:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
+from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Terminal
 
 
@@ -29,6 +29,8 @@ class Token(str):
         return token
 
 
+# FLOAT's forms that compilers write (`0f3F800000`, `0d3FF0000000000000`): the grammar's FLOAT begins with them
+_HEX_FLOAT = r"0[fF][0-9a-fA-F]{8}(?![0-9a-zA-Z_$])|0[dD][0-9a-fA-F]{16}(?![0-9a-zA-Z_$])"
 _WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
 # a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
 # `$L__tmp5-$L__func_begin0` (the grammar's section_value forms; blanks around `+` and `-` as the grammar allows)
@@ -52,36 +54,47 @@ SECTION_ITEM = (
 )
 _ITEM_SPLIT = f"({SECTION_ITEM})"  # split: blanks, item, blanks, item, ..., blanks
 _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
-_BODY_SPAN = re.compile(r"[^{}/]*+\}")  # up to the `}`, unless a `{` or a `/` comes first
 
 
 # The layout compilers write (one item a line, no blanks but the one after the word, `\n` line ends), checked by a
 # pattern of character runs that is several times quicker than SECTION_ITEM's general one; `[0-9,]++` takes the
-# common all-integer line (its commas are checked apart, over the whole body).
+# common all-integer line (its commas are checked apart, over the whole body). nvcc writes every item flush left,
+# which the first pattern takes; the second takes indented items.
 _NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
 _PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
 _PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
-_PLAIN_BODY = rf"[ \t]*+\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t]*+"
+# (an empty body, `{ }`, and blank lines before the `}`, as nvcc ends `.debug_macinfo`, are plain too)
+_FLUSH_BODY = rf"[ \t]*+(?:\n(?:(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
+_PLAIN_BODY = rf"[ \t]*+(?:\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
 _INDENT = r"(?m)^[ \t]++"
 
 
-def section_span(text: str, at: int) -> tuple[int, str] | None:
+def section_span(text: str, at: int) -> tuple[int, tuple[str, bool]] | None:
     """A section body at `at` (blanks, then `{`) of nothing but data lines and labels, each apart from the next:
-    where it ends (after its `}`) and its items, one a line, found in one scan; None for any other body."""
+    where it ends (after its `}`) and its items, one a line, found in one scan, with whether they are in the plain
+    layout (no blanks but the one after each word: only `, ` is missing from their canonical form); None for any
+    other body."""
     brace = _OPEN_BRACE.match(text, at)
-    span = _BODY_SPAN.match(text, brace.end()) if brace is not None else None
-    if span is None:  # no end, a comment or a nested brace first: the ordinary path (found without a far scan)
+    if brace is None:
         return None
-    close = span.end() - 1
-    body = text[brace.end() : close]
-    if re.fullmatch(_PLAIN_BODY, body) and ",," not in body and " ," not in body and ",\n" not in body:
-        items = body.strip(" \t\n")
-        return close + 1, re.sub(_INDENT, "", items) if "\n " in items or "\n\t" in items else items
+    start = brace.end()
+    # the first `{`, `}` or `/` after the brace must be its `}` (no comment, no nested brace): found by str.find,
+    # a C scan that stops at the next `{`, so many unclosed bodies are not scanned to a far `}` again and again
+    following = text.find("{", start)
+    close = text.find("}", start, following if following >= 0 else len(text))
+    if close < 0 or text.find("/", start, close) >= 0:
+        return None  # the ordinary path
+    body = text[start:close]
+    if ",," not in body and " ," not in body and ",\n" not in body:
+        if re.fullmatch(_FLUSH_BODY, body):
+            return close + 1, (body.strip(" \t\n"), True)
+        if re.fullmatch(_PLAIN_BODY, body):
+            return close + 1, (re.sub(_INDENT, "", body.strip(" \t\n")), True)
     parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
     if "".join(blanks).strip(" \t\f\r\n") or not all(blanks[1:-1]):
         return None  # something that is no data line, or two items glued together
-    return close + 1, "\n".join(parts[1::2])
+    return close + 1, ("\n".join(parts[1::2]), False)
 
 
 _DECIMAL_SPAN = re.compile(r"[0-9, \t\f\r\n]*+\}")  # a run of one character class: a C loop, no regex steps
@@ -135,7 +148,7 @@ def _bad(kind: str, value: str, start: int) -> str:
     return f"unexpected character {value!r}"
 
 
-@dataclass(slots=True)
+@record
 class Comment:
     """A comment as found, at its line and column (placed on statements later, by position)."""
 
@@ -144,25 +157,31 @@ class Comment:
     text: str
 
 
-@dataclass(slots=True)
+@record
 class LexError:
     line: int
     column: int
     message: str
 
 
-@dataclass(slots=True)
+finish((Comment, LexError))  # records, not dataclasses: start-up of every command imports the lexer
+
+
 class LexSession:
     """What one lexing run leaves behind for the parser: comments, errors, and where the last tokens ended."""
 
-    comments: list[Comment] = field(default_factory=list)
-    errors: list[LexError] = field(default_factory=list)
-    text: str = ""  # the text being lexed: node builders look at the blanks around some operators
-    # what the lexer worked out for a SECTION_BODY (its items, one a line) or DATA_LIST (its values, no blanks), by
-    # the token's start
-    payloads: dict[int, str] = field(default_factory=dict)
-    prev_line: int = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
-    last_line: int = 1
+    __slots__ = ("comments", "errors", "text", "payloads", "prev_line", "last_line", "resume_at")
+
+    def __init__(self) -> None:
+        self.comments: list[Comment] = []
+        self.errors: list[LexError] = []
+        self.text = ""  # the text being lexed: node builders look at the blanks around some operators
+        # what the lexer worked out for a SECTION_BODY (its items, one a line, and whether in the plain layout) or a
+        # DATA_LIST (its values, no blanks), by the token's start
+        self.payloads: dict[int, str | tuple[str, bool]] = {}
+        self.prev_line = 1  # line of the token before the lookahead: the end of whatever the parser reduces now
+        self.last_line = 1
+        self.resume_at = 0  # set by the parser when it took the rest of a line in one piece: lexing goes on there
 
 
 class PtxLexer:
@@ -185,17 +204,21 @@ class PtxLexer:
         # a brace list of literals right after `=`: one DATA_LIST token, however long (possessive: one pass); the
         # usual table of decimal integers is checked by bytes operations, quicker still (decimal_list)
         literal, blanks = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})", r"[ \t\f\r\n]*+"
-        full = re.compile(rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}").match
+        # (compiled on first use, as the patterns only some files need are: compiling is start-up time)
+        full = rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}"
 
         def data_list(text: str, at: int) -> tuple[int, str | None] | None:
             found = decimal_list(text, at)
-            return found if found is not None else (m.end(), None) if (m := full(text, at)) else None
+            brace = _OPEN_BRACE.match(text, at) if found is None else None
+            if brace is None or text[brace.end() : brace.end() + 1].lstrip(" \t\f\r\n-.0123456789"):
+                return found  # (a literal starts with a digit, `.` or `-`: no other list is tried the long way)
+            return (m.end(), None) if (m := re.compile(full).match(text, at)) else None
 
         self.data_list = data_list
         # a section body of nothing but data lines and labels is one SECTION_BODY token (section_span); anything
         # else in it (a comment, an expression) takes the ordinary path. Comments before the brace (`.section
         # /* c */ .debug_str // c`) are lexed as usual, then the body is tried at the brace.
-        self.commented_brace = re.compile(rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{")
+        self.commented_brace = rf"(?:[ \t\f\r\n]++|{by_name['COMMENT']})*+\{{"  # compiled on first use
         alternatives = {name: f"(?P<{name}>{regexp})" for _, _, name, regexp in patterns}
         alternatives["OPEN_COMMENT"] = r"(?P<OPEN_COMMENT>/\*)"  # a block comment that never ends
         alternatives["OPEN_STRING"] = (
@@ -214,6 +237,25 @@ class PtxLexer:
         order = [*first, *(name for name in alternatives if name not in first)]
         body = "|".join(alternatives[name] for name in order)
         self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
+        # A one-line instruction whose operands are names, integers, hexadecimal floats (as compilers write them; a
+        # decimal one goes token by token), `[base+offset]` addresses or vectors of names, or
+        # a label, in the terminals' own patterns, so that it is the same tokens the master pattern finds (groups:
+        # `!`, guard, opcode, operands; label). Blanks are spaces and tabs only; anything else (a comment, an
+        # expression, a modifier apart from the opcode) is no match and goes token by token. None if a keyword is
+        # shaped like a name (it would be another token) or FLOAT no longer begins with the hexadecimal forms.
+        word, number = by_name["WORD"], by_name["INT"]
+        operand = (
+            rf"{word}|-?(?:{_HEX_FLOAT}|{number})"
+            rf"|\[[ \t]*+(?:{word}|{number})(?:[ \t]*+\+[ \t]*+-?{number})?[ \t]*+\]"
+            rf"|\{{[ \t]*+{word}(?:[ \t]*+,[ \t]*+{word})*+[ \t]*+\}}"
+        )
+        self.instruction_line = (
+            rf"(?:@(!?)({word})[ \t]++)?({word})(?:[ \t]++((?:(?:{operand})(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++))?"
+            rf"[ \t]*+;"
+            rf"|({word})[ \t]*+:"
+            if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
+            else None
+        )
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
@@ -227,7 +269,7 @@ class PtxLexer:
         last_end = 0
         new_str = str.__new__
         data_list = self.data_list
-        commented_brace = self.commented_brace.match
+        commented_brace = self.commented_brace
         payloads = session.payloads
         body_after_comments = False
         previous = ""
@@ -287,9 +329,13 @@ class PtxLexer:
                         if span := section_span(text, last_end):
                             position, fast = last_end, "SECTION_BODY"
                         else:
-                            body_after_comments = commented_brace(text, last_end) is not None
+                            body_after_comments = re.compile(commented_brace).match(text, last_end) is not None
                     previous = kind
                     yield token
+                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself
+                        position = last_end = session.resume_at
+                        session.resume_at, previous = 0, "SEMICOLON"
+                        break
                 if position is not None:
                     brace = text.index("{", last_end)
                     newlines = count("\n", last_end, brace)

@@ -10,7 +10,7 @@ import dataclasses
 import gc
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
@@ -19,18 +19,22 @@ from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
+from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
 # ---------------------------------------------------------------- errors
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SyntaxIssue:
     """One error: where, what, and the source line it is on (for the caret display)."""
 
     line: int
     column: int
     message: str
+
+
+finish((SyntaxIssue,))
 
 
 class ParseError(Exception):
@@ -154,6 +158,28 @@ _BLANKS = r"\s++"
 _SIGN_BLANKS = r"(?<!\.b8)(?<!\.b16)(?<!\.b32)(?<!\.b64)(?<=[A-Za-z0-9_$])[ \t]++(?=[+-])|(?<=[+-])[ \t]++"
 
 
+def _canonical_items(items: str) -> str:
+    """Section items, one a line as written, in canonical form: `, ` between values, one blank after the word, none
+    around the `+` of an offset, the `-` of a difference, after a unary minus, or before a label's colon."""
+    if "," in items:
+        if "\t" in items or "  " in items:  # unusual blanks: the general rule (a slower scan)
+            items = re.sub(_COMMA, ",", items)
+        else:
+            items = items.replace(", ", ",").replace(" ,", ",")
+        items = items.replace(",", ", ")
+    if " +" in items or "+ " in items or " -" in items or "- " in items or "\t" in items:
+        items = re.sub(_SIGN_BLANKS, "", items)
+    if "\t" in items or "  " in items or " :" in items:
+        items = re.sub(_LABEL_BLANKS, ":", re.sub(_WORD_BLANKS, r"\1 ", items))
+    return items
+
+
+LINE_AFTER = 64  # statements before instruction_line compiles its pattern (some milliseconds) and starts
+_OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
+_DIGITS = frozenset("0123456789")
+_NUMBER_STARTS = frozenset("-.0123456789")
+
+
 def _tokens(values) -> list[Token]:
     return [v for v in values if v.__class__ is Token]
 
@@ -167,6 +193,9 @@ class _Build:
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.line_pattern = ""  # the lexer's, for instruction_line (compiled on first use)
+        self.line_match: Callable[[str, int], re.Match | None] | None = None
+        self.offers = 0
 
     def reset(self, session: LexSession) -> None:
         self.session = session
@@ -262,18 +291,11 @@ class _Build:
             source = text[start:end].rstrip()
             line = token.line + text.count("\n", 0, start)
             column = start - (text.rfind("\n", 0, start) + 1) + 1 + (token.column - 1 if line == token.line else 0)
-            found = self.session.payloads.pop(token.start_pos, None)
-            canonical = "\n".join(re.findall(SECTION_ITEM, source)) if found is None else found
-            if "," in canonical:
-                if "\t" in canonical or "  " in canonical:  # unusual blanks: the general rule (a slower scan)
-                    canonical = re.sub(_COMMA, ",", canonical)
-                else:
-                    canonical = canonical.replace(", ", ",").replace(" ,", ",")
-                canonical = canonical.replace(",", ", ")
-            if " +" in canonical or "+ " in canonical or " -" in canonical or "- " in canonical or "\t" in canonical:
-                canonical = re.sub(_SIGN_BLANKS, "", canonical)
-            if "\t" in canonical or "  " in canonical or " :" in canonical:
-                canonical = re.sub(_LABEL_BLANKS, ":", re.sub(_WORD_BLANKS, r"\1 ", canonical))
+            items, plain = self.session.payloads.pop(token.start_pos, None) or (None, False)
+            if plain:  # the lexer saw no blank but the one after each word: only the blank after each comma is new
+                canonical = items.replace(",", ", ")
+            else:
+                canonical = _canonical_items("\n".join(re.findall(SECTION_ITEM, source)) if items is None else items)
             last_line = line + source.count("\n")
             statements = (ast.Data(canonical, source, line=line, column=column, end_line=last_line),)
         return ast.Block(statements, line=token.line, column=token.column, end_line=end_line, end_column=end_column)
@@ -528,6 +550,48 @@ class _Build:
             message = f"unexpected directive '{word.value}' after an opcode: a declaration word, not a modifier"
         self.session.errors.append(LexError(line, column, message))
 
+    def instruction_line(self, token: Token) -> ast.Instruction | ast.Label | None:
+        """The instruction, or the label, that `token` (a name or `@`) begins, if the whole of it up to its `;` or
+        `:` is on this line in the plain forms the lexer's `instruction_line` pattern takes: built from the same words
+        by the same methods as the token-by-token path; the lexer goes on after it. None for any other statement."""
+        match = self.line_match
+        if match is None:  # compiled once a text has this many statements: a small file would not pay it back
+            self.offers += 1
+            if self.offers < LINE_AFTER:
+                return None
+            match = self.line_match = re.compile(self.line_pattern).match
+        session = self.session
+        found = match(session.text, token.start_pos)
+        if found is None:
+            return None
+        session.prev_line = token.line  # where its `;` or `:` is: the statement's last line
+        session.resume_at = found.end()
+        negated, guard, opcode, operands, label = found.groups()
+        if label is not None:
+            return self.label(token)
+        children: list = []
+        if guard is not None:
+            children.append(ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard)))
+            at = found.start(3)
+            token = Token("WORD", opcode, at, token.line, token.column + at - token.start_pos)
+        children.append(token)
+        if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
+            for item in operands.split(",") if "{" not in operands else re.findall(_OPERANDS, operands):
+                item = item.strip(" \t")
+                first = item[0]
+                if first == "[":
+                    base, plus, offset = item[1:-1].partition("+")
+                    base = base.strip(" \t")
+                    value = self._imm(base) if base[0] in _DIGITS else self._name(base)
+                    children.append(ast.Address(value, self._imm(offset.strip(" \t")) if plus else None, True, ()))
+                elif first == "{":
+                    children.append(self.o_vector(*(self._name(n.strip(" \t")) for n in item[1:-1].split(","))))
+                elif first in _NUMBER_STARTS:  # a minus glued to it: the literal unary minus folds (e_unary)
+                    children.append(self._imm(item))
+                else:
+                    children.append(self._name(item))
+        return self.instruction(*children)
+
     def guard(self, word):
         return ast.Guard(self._name(word))
 
@@ -614,7 +678,9 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     build = _Build()
     grammar = tables.load()
     spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
-    return Driver(grammar, build), PtxLexer(grammar.terminals, grammar.ignore), build, spellings
+    lexer = PtxLexer(grammar.terminals, grammar.ignore)
+    build.line_pattern = lexer.instruction_line or ""
+    return Driver(grammar, build), lexer, build, spellings
 
 
 _lock = threading.Lock()  # the node builder holds per-parse state
@@ -660,7 +726,8 @@ def parse(text: str) -> ast.Module:
     try:
         with _lock:
             build.reset(session)
-            module = driver.parse(lexer.tokens(text, session), recover)
+            whole_line = build.instruction_line if lexer.instruction_line is not None else None
+            module = driver.parse(lexer.tokens(text, session), recover, whole_line)
     except _GiveUp as stop:
         issues.append(stop.issue)
         module = None

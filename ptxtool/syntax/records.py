@@ -25,6 +25,8 @@ _record = dataclass(slots=True, init=False, repr=False, eq=False)
 
 def record(cls: type) -> type:
     """A slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
+    if not cls.__doc__:  # dataclass would write one from inspect.signature, which for a class with no __init__ yet
+        cls.__doc__ = f"{cls.__name__}({', '.join(cls.__annotations__)})"  # tokenizes object's: 10 ms of start-up
     return _record(cls)
 
 

@@ -19,8 +19,9 @@ from ptxtool.syntax.records import finish, record
 
 GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in the wheel, and linked in a checkout
 
-# an action: a shift (the next state) or a reduction (rule index, goto symbol)
-Action = int | tuple[int, str]
+# an action: a shift (the next state) or a reduction (children popped, rule index, goto symbol): the form the driver
+# runs, so that a run uses the loaded table as it is
+Action = int | tuple[int, int, str]
 
 
 @record
@@ -78,9 +79,19 @@ def _compile(text: str) -> Tables:
         name = str(rule.alias or rule.origin.name)
         expand1 = bool(rule.options.expand1) and not rule.alias
         rules.append(Rule(name, len(rule.expansion), keep, expand1, name.startswith("_")))
+    # each symbol and each reduction one shared object: marshal writes the repeats as references, which halves the
+    # cache file and the time a run takes to load it
+    shared: dict[object, object] = {}
+
+    def one(value: object) -> object:
+        return shared.setdefault(value, value)
+
+    def name(rule) -> str:
+        return one(str(rule.origin.name))
+
     states = {
         state: {
-            str(symbol): arg if action is Shift else (index[arg], str(arg.origin.name))
+            one(str(symbol)): arg if action is Shift else one((len(arg.expansion), index[arg], name(arg)))
             for symbol, (action, arg) in row.items()
         }
         for state, row in table.states.items()

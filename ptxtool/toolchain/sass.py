@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -80,13 +81,14 @@ def statistics(instructions: list[SassInstruction]) -> SassStats:
     classes = {"global_memory": GLOBAL_MEMORY, "local_memory": LOCAL_MEMORY, "barriers": BARRIERS}
     classes["tensor_core"] = TENSOR_CORE
     counters: dict[str, Counter[str]] = {name: Counter() for name in classes}
-    for i in instructions:
+    mnemonics = [i.mnemonic for i in instructions]
+    for i, mnemonic in zip(instructions, mnemonics, strict=True):
         for name, members in classes.items():
-            if i.mnemonic in members:
+            if mnemonic in members:
                 counters[name][i.opcode] += 1
     return SassStats(
         len(instructions),
-        _sorted(Counter(i.mnemonic for i in instructions)),
+        _sorted(Counter(mnemonics)),
         **{name: _sorted(c) for name, c in counters.items()},
     )
 
@@ -138,30 +140,41 @@ class ListingLine:
     address: int | None = None
 
 
-_SECTION = re.compile(r"^\.text\.(\S+):$")
-_INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s*(.*?)\s*;?\s*$")
-_PTX_LINE = re.compile(r'^\s*//## File "[^"]*", line (\d+)')
-_LABEL = re.compile(r"^(\.L_\w+):$")
+# The lines of a listing that say something, one alternative each (a line matches at most one; the rest is skipped
+# inside the regex engine): a function's section, a PTX line mark, a label, an instruction at its address.
+_LISTING_LINE = re.compile(
+    r"^(?:\.text\.(?P<section>\S+):"
+    r'|[ \t]*//## File "[^"\n]*", line (?P<line>\d+).*'
+    r"|[ \t]*(?P<label>\.L_\w+):[ \t]*"
+    r"|[ \t]*/\*(?P<address>[0-9a-f]+)\*/(?P<text>.*))$",
+    re.M,
+)
+
+
+def _sass_text(written: str) -> str:
+    """An instruction as written after its address, without padding and the closing `;`."""
+    text = written.strip()
+    return text[:-1].rstrip() if text.endswith(";") else text
 
 
 def listing(cubin: bytes, with_ptx_lines: bool) -> dict[str, list[ListingLine]]:
     """Per function, its instructions and labels as nvdisasm prints them, each tagged with its PTX line."""
-    text = _nvdisasm(cubin, ["-c", *(["-gp"] * with_ptx_lines)])
     functions: dict[str, list[ListingLine]] = {}
     current: list[ListingLine] | None = None
     line = 0
-    for raw in text.splitlines():
-        if section := _SECTION.match(raw):
-            current = functions.setdefault(section.group(1), [])
+    for found in _LISTING_LINE.finditer(_nvdisasm(cubin, ["-c", *(["-gp"] * with_ptx_lines)])):
+        kind = found.lastgroup
+        if kind == "section":
+            current = functions.setdefault(found["section"], [])
             line = 0
         elif current is None:
             continue
-        elif at := _PTX_LINE.match(raw):
-            line = int(at.group(1))
-        elif label := _LABEL.match(raw.strip()):
-            current.append(ListingLine(label.group(1) + ":"))
-        elif instruction := _INSTRUCTION.match(raw):
-            current.append(ListingLine(instruction.group(2), line, int(instruction.group(1), 16)))
+        elif kind == "text":
+            current.append(ListingLine(_sass_text(found["text"]), line, int(found["address"], 16)))
+        elif kind == "line":
+            line = int(found["line"])
+        else:
+            current.append(ListingLine(found["label"] + ":"))
     return functions
 
 
@@ -184,30 +197,49 @@ _TEXT_SECTION = re.compile(r"^\.text\.(\S+):")
 _COLUMNS = re.compile(r"//\s*\|(.*)\|\s*$")
 
 
-def live_registers(cubin: bytes) -> dict[str, list[LiveCount]]:
-    """Per function, the live-register counts at each SASS instruction. nvdisasm ignores line info when it prints
-    life ranges, so the PTX lines come from a second `-gp` listing, matched by address (needs a `-lineinfo` cubin)."""
-    lines = {
-        name: {entry.address: entry.ptx_line for entry in entries if entry.address is not None}
-        for name, entries in listing(cubin, with_ptx_lines=True).items()
-    }
+def life_ranges(cubin: bytes) -> dict[str, list[LiveCount]]:
+    """Per function, the live-register counts at each SASS instruction (`nvdisasm -plr -lrm count`), without PTX
+    lines: nvdisasm ignores line info when it prints life ranges (`with_lines` adds them from a `-gp` listing)."""
     out: dict[str, list[LiveCount]] = {}
     current: list[LiveCount] | None = None
-    where: dict[int, int] = {}
     fields: list[str | None] = []
     for raw in _nvdisasm(cubin, ["-c", "-plr", "-lrm", "count"]).splitlines():
-        columns = _COLUMNS.search(raw)
-        cells = [c.strip() for c in columns.group(1).split("|")] if columns else []
-        if section := _TEXT_SECTION.match(raw):
-            current, where = out.setdefault(section.group(1), []), lines.get(section.group(1), {})
-        elif "GPR" in cells:
-            fields = [_LIVE_FIELDS.get(c) for c in cells]
-        elif current is not None and columns and (address := _ADDRESS.match(raw)):
-            at = int(address.group(1), 16)
-            counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
-            current.append(LiveCount(at, **counts, ptx_line=where.get(at, 0)))
+        if raw.startswith(".text.") and (section := _TEXT_SECTION.match(raw)):
+            current = out.setdefault(section.group(1), [])
+        elif raw.lstrip().startswith("/*"):  # an instruction (the header and labels do not start so)
+            columns = _COLUMNS.search(raw)
+            if current is not None and columns and (address := _ADDRESS.match(raw)):
+                cells = [c.strip() for c in columns.group(1).split("|")]
+                counts = {f: int(c) for f, c in zip(fields, cells, strict=False) if f and c.isdigit()}
+                current.append(LiveCount(int(address.group(1), 16), **counts))
+        elif "GPR" in raw and (columns := _COLUMNS.search(raw)):
+            cells = [c.strip() for c in columns.group(1).split("|")]
+            if "GPR" in cells:
+                fields = [_LIVE_FIELDS.get(c) for c in cells]
     if any(out.values()) and "gpr" not in fields:
         raise EnvironmentProblem("nvdisasm -plr printed life ranges without the GPR column ptxtool reads")
+    return out
+
+
+def with_lines(counts: dict[str, list[LiveCount]], lines: dict[str, list[ListingLine]]) -> dict[str, list[LiveCount]]:
+    """The counts with the PTX line of each instruction, matched by address in a `-gp` listing of the same cubin."""
+    out = {}
+    for name, live in counts.items():
+        where = {entry.address: entry.ptx_line for entry in lines.get(name, ()) if entry.address is not None}
+        out[name] = [
+            LiveCount(c.address, c.gpr, c.predicates, c.uniform, c.uniform_predicates, where.get(c.address, 0))
+            for c in live
+        ]
+    return out
+
+
+def instructions(lines: dict[str, list[ListingLine]]) -> dict[str, list[SassInstruction]]:
+    """Instructions per function read from a listing: the opcodes and guards of `disassemble` (one nvdisasm run
+    fewer where a caller has the listing anyway); operands as the listing spells them (`R1, R2`, not `R1,R2`)."""
+    out = {}
+    for name, entries in lines.items():
+        ops = [parse_op(e.text) for e in entries if e.address is not None]
+        out[name] = [SassInstruction(op.opcode, op.operands, op.predicate) for op in ops]
     return out
 
 
@@ -271,7 +303,29 @@ def parse_op(text: str, ptx_line: int = 0) -> SassOp:
 _TARGET = re.compile(r"`\((\.L_\w+)\)")
 _BRANCHES = frozenset(("BRA", "JMP"))
 _INDIRECT = frozenset(("BRX", "BRXU", "JMX", "JMXU"))
-_ENDS = frozenset(("EXIT", "RET", "KILL"))
+_ENDS_BLOCK = _BRANCHES | _INDIRECT | frozenset(("EXIT", "RET", "KILL"))
+
+
+def basic_blocks(ops: Sequence[SassOp], labels: dict[str, int]) -> tuple[list[int], list[set[int]]]:
+    """One function's basic-block starts (op indices) and each block's successors: a block ends at a label or after
+    a branch, exit or return; a branch whose target the listing does not name (`BRX`, `JMX`) may go to any label."""
+    leaders = {0, *labels.values()} | {n + 1 for n, op in enumerate(ops) if op.mnemonic in _ENDS_BLOCK}
+    starts = sorted(n for n in leaders if n < len(ops))
+    block_at = {start: b for b, start in enumerate(starts)}
+    successors: list[set[int]] = []
+    for b, end in enumerate([*starts[1:], len(ops)] if starts else []):
+        last = ops[end - 1]
+        out: set[int] = set()
+        if last.predicate == "@!PT" or last.mnemonic not in _ENDS_BLOCK or last.predicate not in ("", "@PT"):
+            out |= {b + 1} if b + 1 < len(starts) else set()  # falls through
+        if last.predicate != "@!PT" and last.mnemonic in _BRANCHES | _INDIRECT:
+            target = _TARGET.search(last.operands)
+            known = labels.get(target.group(1)) if target and last.mnemonic in _BRANCHES else None
+            heads = [known] if known is not None else list(labels.values())
+            out |= {block_at[h] for h in heads if h in block_at}
+        successors.append(out)
+    return starts, successors
+
 
 # An ordering instruction's identity across two builds of the same PTX: (PTX line, mnemonic, n-th such instruction).
 OrderKey = tuple[int, str, int]
@@ -297,27 +351,12 @@ class SassCode:
                 labels[entry.text[:-1]] = len(ops)
             else:
                 ops.append(parse_op(entry.text, entry.ptx_line))
-        leaders = {0, *labels.values()}
-        leaders |= {i + 1 for i, op in enumerate(ops) if op.mnemonic in _BRANCHES | _INDIRECT | _ENDS}
-        starts = sorted(s for s in leaders if s < len(ops))
+        starts, successors = basic_blocks(ops, labels)
         block_of = [0] * len(ops)
         for b, start in enumerate(starts):
             for i in range(start, starts[b + 1] if b + 1 < len(starts) else len(ops)):
                 block_of[i] = b
-        edges = [0] * len(starts)
-        for b in range(len(starts)):
-            last = ops[(starts[b + 1] if b + 1 < len(starts) else len(ops)) - 1]
-            never = last.predicate == "@!PT"
-            always = not last.predicate or last.predicate == "@PT"
-            if never or last.mnemonic not in _BRANCHES | _INDIRECT | _ENDS or not always:
-                edges[b] |= 1 << (b + 1) if b + 1 < len(starts) else 0  # falls through
-            if never:
-                continue
-            if last.mnemonic in _BRANCHES and (target := _TARGET.search(last.operands)) and target.group(1) in labels:
-                edges[b] |= 1 << block_of[labels[target.group(1)]] if labels[target.group(1)] < len(ops) else 0
-            elif last.mnemonic in _BRANCHES | _INDIRECT:  # a target we cannot read: any label
-                for at in labels.values():
-                    edges[b] |= 1 << block_of[at] if at < len(ops) else 0
+        edges = [sum(1 << t for t in out) for out in successors]
         seen: Counter[tuple[int, str]] = Counter()
         keys = {}
         for i, op in enumerate(ops):

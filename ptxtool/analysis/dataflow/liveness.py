@@ -136,14 +136,20 @@ def def_use(cfg: CFG) -> DefUse:
     for (_, reg), b in site_bit.items():
         of_reg[reg] = of_reg.get(reg, 0) | b
 
-    def transfer(i: int, reach: int) -> int:
-        op = ops[i]
+    # an op's definitions as one transfer `(reach & ~kill) | gen` (a register's sites are its own bits), and a
+    # block's as the composition of its ops': the fixed point iterates over blocks, not ops
+    kill, gen = [0] * len(ops), [0] * len(ops)
+    for op in ops:
         for d in dict.fromkeys(op.defs):
-            if not op.guarded:
-                reach &= ~of_reg[d]
-            reach |= site_bit[(i, d)]
-        return reach
-
+            kill[op.index] |= 0 if op.guarded else of_reg[d]
+            gen[op.index] |= site_bit[(op.index, d)]
+    block_kill, block_gen = [], []
+    for block in cfg.blocks:
+        k = g = 0
+        for i in range(block.start, block.end):
+            k, g = k | kill[i], (g & ~kill[i]) | gen[i]
+        block_kill.append(k)
+        block_gen.append(g)
     out_block = [0] * len(cfg.blocks)
     changed = True
     while changed:
@@ -152,9 +158,7 @@ def def_use(cfg: CFG) -> DefUse:
             reach = 0
             for p in cfg.blocks[b].predecessors:
                 reach |= out_block[p]
-            block = cfg.blocks[b]
-            for i in range(block.start, block.end):
-                reach = transfer(i, reach)
+            reach = (reach & ~block_kill[b]) | block_gen[b]
             if reach != out_block[b]:
                 out_block[b] = reach
                 changed = True
@@ -171,5 +175,5 @@ def def_use(cfg: CFG) -> DefUse:
                 defs_of[(i, u)] = found or (ENTRY,)
                 for d in found:
                     uses_of.setdefault((d, u), []).append(i)
-            reach = transfer(i, reach)
+            reach = (reach & ~kill[i]) | gen[i]
     return DefUse(defs_of, {k: tuple(v) for k, v in uses_of.items()})

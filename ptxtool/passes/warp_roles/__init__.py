@@ -17,7 +17,8 @@ becomes, for consumers (%tid.x < N)
 
 and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
 the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
-consumers' code become `bar.sync 1, N`. The pipeline variant (`variant="pipeline"`) keeps the block and has
+consumers' code become `bar.sync 1, N`. The split-async variant's producers stage with cp.async and arrive when
+their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has
 every thread stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
 """
 
@@ -34,7 +35,8 @@ from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full
 from ptxtool.isa import Mode
 from ptxtool.isa.targets import Target, version
 from ptxtool.passes.report import PassReport, Rewrite, Skip
-from ptxtool.passes.warp_roles.copies import async_copies
+from ptxtool.passes.warp_roles import async_producers
+from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
@@ -48,12 +50,12 @@ from ptxtool.passes.warp_roles.emit import (
     wait_code,
 )
 from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
-from ptxtool.passes.warp_roles.producers import producer_code, producer_refusal, share_name
+from ptxtool.passes.warp_roles.producers import Staging, producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
 from ptxtool.syntax import ast
 
 NAME = "warp-roles"
-VARIANTS = ("split", "pipeline")
+VARIANTS = ("split", async_producers.VARIANT, "pipeline")
 OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
@@ -63,9 +65,9 @@ PIPELINE_PROOF = ("LDGSTS", "LDGDEPBAR", "DEPBAR.LE")  # of cp.async, commit_gro
 
 @dataclass(frozen=True)
 class RoleSettings:
-    """`variant` split|pipeline, `producer_warps` (None: one producer thread per consumer thread), `stages` S,
-    `setmaxnreg` (None: where the consumers' registers would not fit otherwise; True: always, or refuse; False:
-    never)."""
+    """`variant` split|split-async|pipeline, `producer_warps` (None: one producer thread per consumer thread),
+    `stages` S, `setmaxnreg` (None: where the consumers' registers would not fit otherwise; True: always, or
+    refuse; False: never)."""
 
     variant: str = "split"
     producer_warps: int | None = None
@@ -81,9 +83,10 @@ def _split(
     shares: int,
     arch: Target,
     moved: RegisterSplit | None,
+    copies: tuple[AsyncCopy, ...] = (),
 ) -> ast.Function:
     """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers (N / shares
-    threads, each staging `shares` consumer threads' parts)."""
+    threads, each staging `shares` consumer threads' parts, with `copies` as cp.async where given)."""
     cfg = build_cfg(function)
     n, stages = found.threads, settings.stages
     offsets, stage_bytes = ring_layout(found)
@@ -114,9 +117,11 @@ def _split(
 
     body = function.body
     consumer_body = mapped(body, consumer, {})
-    producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide_regs.__contains__)
+    wide = wide_regs.__contains__
+    staging = async_producers.async_staging(copies, wide) if copies else Staging()
+    producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide, staging)
     producer_threads = n // shares
-    copies = [
+    share_registers = [
         replace(d, declarators=tuple(replace(x, name=share_name(x.name, j)) for x in d.declarators))
         for j in range(1, shares)
         for d in body.statements
@@ -129,6 +134,7 @@ def _split(
             ".reg .b32 %wr_tid, %wr_vtid, %wr_k, %wr_slot, %wr_ph, %wr_eph, %wr_off, %wr_bar, %wr_ebar, %wr_a<8>;",
             *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
+            *([async_producers.declarations(copies)] if copies else []),
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",
@@ -154,7 +160,7 @@ def _split(
     kept = [s for s in consumer_body.statements if not (isinstance(s, ast.Declaration) and _is_ring(s, offsets))]
     split_body = (
         *[s for s in kept if isinstance(s, ast.Declaration)],
-        *copies,
+        *share_registers,
         *statements(prologue),
         *(statements(consumer_prologue, arch) if moved else ()),
         *[s for s in kept if not isinstance(s, ast.Declaration)],
@@ -223,11 +229,18 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         shares = warps // producers if producers else 1
         if isinstance(found, StagedLoop) and (why := producer_refusal(item, found, shares)):
             found = Refusal(item.name, item.line, why)
+        copies: tuple[AsyncCopy, ...] = ()
+        if isinstance(found, StagedLoop) and settings.variant == async_producers.VARIANT:
+            converted = async_producers.producer_copies(build_cfg(item), found)
+            if isinstance(converted[0], int):
+                found = Refusal(item.name, *converted)
+            else:
+                copies = converted
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
         moved = plan if isinstance(plan, RegisterSplit) else None
-        new_items[at] = _split(item, found, settings, shares, arch, moved)
+        new_items[at] = _split(item, found, settings, shares, arch, moved, copies)
         _, stage_bytes = ring_layout(found)
         total = found.threads + 32 * producers
         report.rewrites.append(
@@ -241,6 +254,15 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     f"{settings.stages}-slot mbarrier ring of {stage_bytes} bytes per slot",
                     f"launch with {total} threads per block: consumers keep %tid.x 0..{found.threads - 1}",
                     f"producer thread p stages consumer threads p + {32 * producers}j, j < {shares}",
+                    *(
+                        [
+                            f"producers copy with cp.async: {len(copies)} per consumer thread and trip "
+                            f"({sum(c.zero_fill for c in copies)} zero-filled where the input stored zero), "
+                            "arriving on full[slot] as they land (cp.async.mbarrier.arrive.noinc)"
+                        ]
+                        if copies
+                        else []
+                    ),
                     *(
                         [
                             f"setmaxnreg: launch {moved.launch} registers per thread (.maxnreg), producers "
@@ -298,11 +320,14 @@ def _pipeline(
 
 def sass_proof(function: ast.Function) -> tuple[str, ...]:
     """What the SASS of a kernel this pass rewrote must show: the pipeline's copies and their group waits, or the
-    split's mbarrier waits and arrivals (and setmaxnreg's register moves where the split made them)."""
-    ops = {i.opcode for i in ast.instructions(function.body)} if function.body is not None else set()
+    split's mbarrier waits and arrivals (and setmaxnreg's register moves, the producers' cp.asyncs and their arrivals
+    where the split made them)."""
+    body = tuple(ast.instructions(function.body)) if function.body is not None else ()
+    ops, families = {i.opcode for i in body}, {isa.family(i) for i in body}
     if "mbarrier" not in ops:
         return PIPELINE_PROOF
-    return SASS_PROOF + (SETMAXNREG_PROOF if "setmaxnreg" in ops else ())
+    copying = async_producers.SASS_PROOF if "cp.async.mbarrier.arrive" in families else ()
+    return SASS_PROOF + (SETMAXNREG_PROOF if "setmaxnreg" in ops else ()) + copying
 
 
 def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
@@ -339,7 +364,7 @@ def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None
     if (why := misused(settings)) is not None:
         return why
     if settings.variant not in VARIANTS:
-        return f"unknown variant {settings.variant!r} (split or pipeline)"
+        return f"unknown variant {settings.variant!r} ({', '.join(VARIANTS)})"
     if settings.stages < 2 or settings.stages > 16:
         return f"stages must be 2..16, not {settings.stages}"
     if settings.variant == "pipeline":

@@ -1,10 +1,11 @@
 """The producers' code: consumer threads' code before the loop, staging and tail replayed with %tid.x as the
-consumer's, each of a producer thread's shares (P < N/32) in registers and labels of its own, in turn."""
+consumer's, each of a producer thread's shares (P < N/32) in registers and labels of its own, in turn. How a trip is
+staged and announced is a `Staging`: ld+st and an mbarrier arrival by default, cp.async (async_producers.py) else."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 
 from ptxtool import isa
 from ptxtool.analysis.staging import StagedLoop, dropped_by_producers
@@ -23,6 +24,18 @@ from ptxtool.passes.warp_roles.emit import (
 from ptxtool.syntax import ast
 
 _COPIED = ("pre", "staging", "tail")  # the parts each share runs in turn; the others run once
+ARRIVE = "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];"  # on full[slot]: this thread's stores are done
+
+
+@dataclass(frozen=True)
+class Staging:
+    """How producers stage a trip: `edit` replaces each staging instruction (renamed already; None: its shared
+    accesses moved into the slot, so st.shared stays), `arrive` announces the trip on full[slot] (`%wr_bar`), `end`
+    runs before the producers return."""
+
+    edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]] | None = None
+    arrive: str = ARRIVE
+    end: str = ""
 
 
 def _part(found: StagedLoop, index: int, label: bool) -> str:
@@ -142,10 +155,11 @@ def producer_code(
     arch: Target,
     ring_names: dict[str, ast.Operand],
     wide: Callable[[str], bool],
+    staging: Staging = Staging(),
 ) -> list[ast.Statement]:
     """The producers' code after `$__wr_producer`: consumer threads %wr_vtid + (N / shares)·j for j < shares,
     replayed in turn per part (their code before the loop, then per trip their staging, then their tail), each
-    share in registers of its own; the waits, the arrival and the trip count once per trip."""
+    share in registers of its own; the waits, the arrival and the trip count once per trip; `staging.end` last."""
     units = _units(function, found)
     assert not isinstance(units, str), units  # producer_refusal said so first
     lo = found.staging.start
@@ -155,6 +169,8 @@ def producer_code(
 
     def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         i = renamed(i, replayed)
+        if index in found.staging and staging.edit is not None:
+            return staging.edit(index, i)
         if index in found.staging and any(s.startswith("shared") for _, _, s in isa.memory_accesses(i)):
             return relocated(i, wide)
         if index < lo and dropped_by_producers(i):
@@ -200,10 +216,8 @@ def producer_code(
         + "\nxor.b32 %wr_eph, %wr_ph, 1;\n"
         + wait_code("$__wr_empty_wait", "%wr_eph", arch)
     )
-    arrive = (
-        f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\n"
-        "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];\nadd.u32 %wr_k, %wr_k, 1;"
-    )
+    full = f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;"
+    arrive = f"{full}\n{staging.arrive}\nadd.u32 %wr_k, %wr_k, 1;"
     return [
         *copies("pre"),
         *once("header"),
@@ -213,4 +227,5 @@ def producer_code(
         *statements(arrive),
         *copies("tail"),
         *once("post"),
+        *(statements(staging.end, arch) if staging.end else ()),
     ]

@@ -1,0 +1,74 @@
+"""The split with cp.async producers (`--variant split-async`): the staging stores become cp.async as the pipeline
+converts them (copies.py: every shared write of the staging part converts, one trip's copies write disjoint bytes
+in each thread, zero-fill where the input stored zero), and each producer thread announces a trip with
+
+    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [full+8*slot];
+
+which arrives when all of the thread's earlier cp.asyncs have landed: a producer thread issues its loads and goes
+on to the next trip's (up to S trips in flight) instead of waiting for each load before its st.shared.
+
+`.noinc` makes that asynchronous arrival one of the arrivals full's init count expects (without it the instruction
+first adds a pending arrival, which the thread would have to pay with a second, ordinary arrive), so the count stays
+the producer threads, one arrival each per trip. The consumers' acquire wait on the completed phase sees the
+copied bytes (PTX ISA, cp.async.mbarrier.arrive; the hand-written references' `cp_async_arrive`, ws.cuh). Producers
+`cp.async.wait_all` before they return, so no copy of theirs outlives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.dataflow.liveness import def_use
+from ptxtool.analysis.loops import find_loops
+from ptxtool.analysis.staging import StagedLoop
+from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies
+from ptxtool.passes.warp_roles.emit import relocated
+from ptxtool.passes.warp_roles.pipeline import _capture, _cp_async, _flag, _selected
+from ptxtool.passes.warp_roles.producers import Staging
+from ptxtool.syntax import ast
+
+VARIANT = "split-async"
+ARRIVE = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%wr_bar];"
+SASS_PROOF = ("LDGSTS", "ARRIVES.LDGSTSBAR")  # the copies, and their arrival on the mbarrier when they land
+
+
+def producer_copies(cfg: CFG, found: StagedLoop) -> tuple[AsyncCopy, ...] | tuple[int, str]:
+    """The cp.async of every staging store (copies.py's conversion and proofs), or (line, why the producers cannot
+    copy asynchronously)."""
+    du = def_use(cfg)
+    copies = async_copies(cfg, du, find_loops(cfg, du), found)
+    if copies and isinstance(copies[0], int):
+        line, why = copies
+        return line, f"cp.async producers: {why}"
+    return copies
+
+
+def declarations(copies: tuple[AsyncCopy, ...]) -> str:
+    """The registers the copies use: each one's source address, zero-fill flag and source size."""
+    n = len(copies)
+    return f".reg .pred %wr_cp<{n}>;\n.reg .b32 %wr_n<{n}>;\n.reg .b64 %wr_src<{n}>;"
+
+
+def async_staging(copies: tuple[AsyncCopy, ...], wide: Callable[[str], bool]) -> Staging:
+    """The producers' staging with cp.async: each load only takes its address (and, where the input may store a
+    zero instead, sets the copy's flag), each store becomes the copy into the slot; arrival and exit as above."""
+    by_load = {c.load: c for c in copies}
+    by_store = {c.store: c for c in copies}
+    by_select = {c.select: c for c in copies if c.select is not None}
+    zeros = {z: c for c in copies for z in c.zeros}
+
+    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        if index in by_load:
+            return _capture(by_load[index], i)
+        if index in by_select:
+            return (_selected(by_select[index], i),)
+        if index in by_store:
+            *moved, store = relocated(i, wide)
+            assert isinstance(store, ast.Instruction)
+            return (*moved, *_cp_async(by_store[index], store))
+        if index in zeros:
+            return (i, _flag(zeros[index], "0", i.guard))
+        return (i,)
+
+    return Staging(edit, ARRIVE, "cp.async.wait_all;")
