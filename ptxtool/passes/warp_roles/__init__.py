@@ -118,7 +118,8 @@ def _split(
     body = function.body
     consumer_body = mapped(body, consumer, {})
     wide = wide_regs.__contains__
-    staging = async_producers.async_staging(copies, wide) if copies else Staging()
+    registers = frozenset(r.name for r in cfg.linear.registers.values())
+    staging = async_producers.async_staging(copies, wide, registers) if copies else Staging()
     producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide, staging)
     producer_threads = n // shares
     share_registers = [

@@ -50,7 +50,7 @@ def declarations(copies: tuple[AsyncCopy, ...]) -> str:
     return f".reg .pred %wr_cp<{n}>;\n.reg .b32 %wr_n<{n}>;\n.reg .b64 %wr_src<{n}>;"
 
 
-def async_staging(copies: tuple[AsyncCopy, ...], wide: Callable[[str], bool]) -> Staging:
+def async_staging(copies: tuple[AsyncCopy, ...], wide: Callable[[str], bool], registers: frozenset[str]) -> Staging:
     """The producers' staging with cp.async: each load only takes its address (and, where the input may store a
     zero instead, sets the copy's flag), each store becomes the copy into the slot; arrival and exit as above."""
     by_load = {c.load: c for c in copies}
@@ -60,7 +60,7 @@ def async_staging(copies: tuple[AsyncCopy, ...], wide: Callable[[str], bool]) ->
 
     def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         if index in by_load:
-            return _capture(by_load[index], i)
+            return _capture(by_load[index], i, registers)
         if index in by_select:
             return (_selected(by_select[index], i),)
         if index in by_store:
