@@ -354,7 +354,8 @@ def _threads(function: ast.Function) -> int:
 
 
 def misused(settings: RoleSettings) -> str | None:
-    """Settings that do not go together (a usage error): producer warps belong to the split alone."""
+    """Settings that do not go together on the command line (`optimize` exits 2): producer warps belong to the
+    splits alone (the pass itself ignores them for the pipeline, as tune's product of settings asks)."""
     if settings.variant == "pipeline" and settings.producer_warps is not None:
         return "--producer-warps is the split's setting: the pipeline variant has no producer warps"
     return None
@@ -362,8 +363,6 @@ def misused(settings: RoleSettings) -> str | None:
 
 def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None) -> str | None:
     """Why the settings or the file rule the pass out for every kernel."""
-    if (why := misused(settings)) is not None:
-        return why
     if settings.variant not in VARIANTS:
         return f"unknown variant {settings.variant!r} ({', '.join(VARIANTS)})"
     if settings.stages < 2 or settings.stages > 16:
