@@ -36,7 +36,7 @@ from ptxtool.isa import Mode
 from ptxtool.isa.targets import Target, version
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.passes.warp_roles import async_producers
-from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies
+from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, stale_slot
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
@@ -230,6 +230,11 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         shares = warps // producers if producers else 1
         if isinstance(found, StagedLoop) and (why := producer_refusal(item, found, shares)):
             found = Refusal(item.name, item.line, why)
+        if isinstance(found, StagedLoop) and settings.variant != async_producers.VARIANT:
+            cfg = build_cfg(item)
+            du = def_use(cfg)
+            if stale := stale_slot(cfg, du, find_loops(cfg, du), found):
+                found = Refusal(item.name, *stale)
         copies: tuple[AsyncCopy, ...] = ()
         if isinstance(found, StagedLoop) and settings.variant == async_producers.VARIANT:
             converted = async_producers.producer_copies(build_cfg(item), found)

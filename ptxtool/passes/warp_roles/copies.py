@@ -493,6 +493,30 @@ class _Converter:
         return all(d < 0 or d not in staging or (d < min(stores) and not self.in_inner_loop(d)) for d in place.defs)
 
 
+def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> tuple[int, str] | None:
+    """(line, why) where a staging store outside an inner loop may skip a byte on some trip, or write another address
+    on another trip: in the input that byte holds the trip before's value, in a ring slot the value of S trips before
+    (the ld+st split's producers fill slots as the copies do). Stores in an inner loop are not judged here."""
+    converter = _Converter(cfg, du, loops, found)
+    for at in found.stores:
+        op = cfg.linear.ops[at]
+        if converter.in_inner_loop(at):
+            continue
+        skipped = not cfg.dominates(cfg.block_of[at], cfg.block_of[found.filled])
+        if skipped and (branch := converter.deciding_branch(at)) is not None:
+            return op.line, (
+                f"{op.instruction.mnemonic} at line {op.line} is skipped on some paths of a trip, decided by a branch "
+                f"at line {branch} that may go another way on another trip: a ring slot would hold the value of S "
+                "trips before, not of the trip before"
+            )
+        if not converter.invariant(at):
+            return op.line, (
+                f"{op.instruction.mnemonic} at line {op.line} writes an address that may change from trip to trip: "
+                "a byte one trip skips would hold the value of S trips before in the ring"
+            )
+    return None
+
+
 def async_copies(
     cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop
 ) -> tuple[AsyncCopy, ...] | tuple[int, str]:
