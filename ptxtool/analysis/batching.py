@@ -34,7 +34,7 @@ from ptxtool.toolchain.sass import (
     ListingLine,
     SassOp,
     basic_blocks,
-    parse_op,
+    instructions_and_labels,
 )
 
 # Memory reads whose result lands in general registers through the scoreboard: global, shared (and ldmatrix's
@@ -231,13 +231,7 @@ def _dominators(successors: list[set[int]]) -> list[int]:
 def sass_loops(lines: Sequence[ListingLine], counted_lines: Collection[int] | None = None) -> tuple[SassLoop, ...]:
     """Every loop of one function's listing (labels and instructions, as `toolchain.sass.listing` gives them), by
     header address. `counted_lines`: count only the loads made from these PTX lines (None: every load)."""
-    ops: list[SassOp] = []
-    labels: dict[str, int] = {}
-    for entry in lines:
-        if entry.text.endswith(":"):
-            labels[entry.text[:-1]] = len(ops)
-        else:
-            ops.append(parse_op(entry.text, entry.ptx_line))
+    ops, labels = instructions_and_labels(lines)
     if not ops:
         return ()
     starts, successors = basic_blocks(ops, labels)

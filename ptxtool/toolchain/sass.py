@@ -306,6 +306,18 @@ _INDIRECT = frozenset(("BRX", "BRXU", "JMX", "JMXU"))
 _ENDS_BLOCK = _BRANCHES | _INDIRECT | frozenset(("EXIT", "RET", "KILL"))
 
 
+def instructions_and_labels(lines: Sequence[ListingLine]) -> tuple[list[SassOp], dict[str, int]]:
+    """One function's listing lines as its instructions, and each label with the index of the instruction it names."""
+    ops: list[SassOp] = []
+    labels: dict[str, int] = {}
+    for entry in lines:
+        if entry.text.endswith(":"):
+            labels[entry.text[:-1]] = len(ops)
+        else:
+            ops.append(parse_op(entry.text, entry.ptx_line))
+    return ops, labels
+
+
 def basic_blocks(ops: Sequence[SassOp], labels: dict[str, int]) -> tuple[list[int], list[set[int]]]:
     """One function's basic-block starts (op indices) and each block's successors: a block ends at a label or after
     a branch, exit or return; a branch whose target the listing does not name (`BRX`, `JMX`) may go to any label."""
@@ -344,13 +356,7 @@ class SassCode:
 
     @classmethod
     def of(cls, lines: list[ListingLine]) -> SassCode:
-        ops: list[SassOp] = []
-        labels: dict[str, int] = {}
-        for entry in lines:
-            if entry.text.endswith(":"):
-                labels[entry.text[:-1]] = len(ops)
-            else:
-                ops.append(parse_op(entry.text, entry.ptx_line))
+        ops, labels = instructions_and_labels(lines)
         starts, successors = basic_blocks(ops, labels)
         block_of = [0] * len(ops)
         for b, start in enumerate(starts):
