@@ -182,14 +182,15 @@ REFUSALS = {
     ),
     # an ordered load (it observes other agents): a cp.async issued trips early would not keep its order
     "relaxed_load": ((LOAD, "\tld.relaxed.gpu.global.f32 \t%f2, [%rd5];\n"), "in the staging part"),
-    # a store in an inner loop of the staging part runs more than once per trip
+    # a store in an inner loop of the staging part writes the same word on both of its trips: the second copy
+    # may land first (fills.py runs every thread's trip)
     "inner_loop": (
         (
             LOAD + STORE,
             "\tmov.u32 \t%r13, 0;\n$L__fill:\n" + LOAD + STORE + "\tadd.s32 \t%r13, %r13, 1;\n"
             "\tsetp.lt.u32 \t%p3, %r13, 2;\n\t@%p3 bra \t$L__fill;\n",
         ),
-        "runs more than once per trip",
+        "the staging store at line 45 writes the same bytes of tile twice in thread 0 of one trip",
     ),
     # code before the loop branches to its header: the entry trips would not be issued
     "entered_by_a_branch": (

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse
+from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
 from ptxtool.isa.caching import access_bytes
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
+from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, postdominators
+from ptxtool.passes.warp_roles.thread_values import Value, arith, carried_symbol, integer_word
 from ptxtool.syntax import ast
 
 CP_ASYNC_BYTES = (4, 8, 16)  # cp.async.ca copies 4, 8 or 16 bytes, .cg only 16 (PTX ISA, cp.async)
@@ -82,50 +85,8 @@ def _space(i: ast.Instruction) -> str | None:
     return next((s for _, _, s in isa.memory_accesses(i)), None)
 
 
-_BITS = {"8": 8, "16": 16, "32": 32, "64": 64}
-_EVALUATED = ("mov", "add", "sub", "mul", "mad", "shl", "shr", "and", "or", "xor", "div", "rem", "min", "max", "neg")
 _FIXED_SPECIALS = frozenset(("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid"))  # the same all the thread's life
-_Value = tuple[str | None, int]  # a shared buffer's symbol (or None) plus an integer
 _Values = tuple[str | None, tuple[int, ...]]  # a shared buffer's symbol (or None) plus one integer per thread
-# the opcodes _arith evaluates, each with the modifiers (besides one integer type) it models exactly
-_MODELLED: dict[str, set[str]] = {o: set() for o in _EVALUATED} | {"mul": {"lo"}, "mad": {"lo"}}
-
-
-def _arith(opcode: str, signed: bool, bits: int, args: list[int]) -> int | None:
-    """One integer instruction's result on `bits`-bit operands (two's complement, C division), or None."""
-    mask = (1 << bits) - 1
-
-    def s(v: int) -> int:
-        v &= mask
-        return v - (1 << bits) if signed and v >> (bits - 1) else v
-
-    a = [s(x) for x in args]
-    if opcode == "mov":
-        out = a[0]
-    elif opcode == "add":
-        out = a[0] + a[1]
-    elif opcode == "sub":
-        out = a[0] - a[1]
-    elif opcode == "mul":
-        out = a[0] * a[1]
-    elif opcode == "mad":
-        out = a[0] * a[1] + a[2]
-    elif opcode == "shl":
-        out = a[0] << min(args[1] & 0xFFFFFFFF, bits)
-    elif opcode == "shr":
-        out = a[0] >> min(args[1] & 0xFFFFFFFF, bits)
-    elif opcode in ("and", "or", "xor"):
-        out = a[0] & a[1] if opcode == "and" else a[0] | a[1] if opcode == "or" else a[0] ^ a[1]
-    elif opcode in ("div", "rem"):
-        if a[1] == 0:
-            return None
-        q = abs(a[0]) // abs(a[1]) * (1 if (a[0] < 0) == (a[1] < 0) else -1)
-        out = q if opcode == "div" else a[0] - q * a[1]
-    elif opcode in ("min", "max"):
-        out = min(a) if opcode == "min" else max(a)
-    else:  # neg
-        out = -a[0]
-    return out & mask
 
 
 class _Converter:
@@ -137,10 +98,11 @@ class _Converter:
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
         self.buffer_names = {b.name for b in found.buffers}
         self.threads = found.tid_x or MAX_BLOCK_THREADS  # the values %tid.x may take (launch_bounds.tid_limits)
-        self.evaluated: dict[int, tuple[_Value, ...] | None] = {}
+        self.evaluated: dict[int, tuple[Value, ...] | None] = {}
         self.memo: dict[int, _Values | None] = {}
         self.shapes: dict[int, tuple[int, int] | None] = {}
         self.shape_ids: dict[tuple[str | None, tuple[int, ...]], int] = {}
+        self.traced = False  # fills.py proved where each thread's stores write, trip after trip: inner loops pass
 
     def key(self, op: Op, name: str) -> str | None:
         return next((k for k in op.uses if self.names[k] == name), None)
@@ -173,18 +135,9 @@ class _Converter:
         The branches that decide are the store's control-dependence ancestors in the staging part (the barrier
         its exit): a block runs iff one of its control parents runs and goes its way."""
         cfg = self.cfg
-        barrier = cfg.block_of[self.found.filled]
-        region = {cfg.block_of[o] for o in self.found.staging} | {barrier}
+        pdom = postdominators(cfg, self.found)
+        region = set(pdom)
         succ = {b: [x for x in cfg.blocks[b].successors if x in region] for b in region}
-        pdom = {b: set(region) for b in region}
-        pdom[barrier] = {barrier}
-        changed = True
-        while changed:  # post-dominators towards the barrier, iteratively (the region is small)
-            changed = False
-            for b in region - {barrier}:
-                new = {b} | set.intersection(*(pdom[x] for x in succ[b])) if succ[b] else {b}
-                if new != pdom[b]:
-                    pdom[b], changed = new, True
         parents: dict[int, set[int]] = {b: set() for b in region}
         for x in region:
             if len(succ[x]) > 1:
@@ -254,7 +207,7 @@ class _Converter:
                 return f"{i.mnemonic} at line {line} reads through a 32-bit address; cp.async takes a 64-bit one"
         if self.du.uses_of.get((at, key)) is None or len(self.du.uses_of[(at, key)]) != 1:
             return f"the value {i.mnemonic} loads at line {line} is read elsewhere than by the store"
-        if self.in_inner_loop(at):
+        if self.in_inner_loop(at) and not self.traced:
             return f"{i.mnemonic} at line {line} runs more than once per trip (an inner loop)"
         return i
 
@@ -268,20 +221,8 @@ class _Converter:
             return f"{store.mnemonic} at line {line} writes shared memory and is not a plain unguarded st.shared"
         if set(store.modifiers) & _ORDERED or not isinstance(data, ast.Name | ast.Vector) or size not in CP_ASYNC_BYTES:
             return f"{store.mnemonic} at line {line} is not a weak scalar store of 4, 8 or 16 bytes"
-        if self.in_inner_loop(store_at):
-            return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
-        if not self.cfg.dominates(self.cfg.block_of[store_at], self.cfg.block_of[self.found.filled]):
-            if (branch := self.deciding_branch(store_at)) is not None:
-                return (
-                    f"{store.mnemonic} at line {line} is skipped on some paths of a trip, decided by a branch at line "
-                    f"{branch} that may go another way on another trip: a byte it skips would hold the value of S "
-                    "trips before, not of the trip before"
-                )
-        if not self.invariant(store_at):
-            return (
-                f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
-                "trip skips would hold the value of S trips before"
-            )
+        if not self.traced and (why := self.every_trip(store_at)) is not None:
+            return why
         if isinstance(data, ast.Vector):
             return self.vector(number, store_at, data, size)
         key = self.key(op, data.text)
@@ -301,6 +242,59 @@ class _Converter:
         if len(defs) == 1 and isa.family(chosen := self.ops[defs[0]].instruction) == "selp":
             return self.selected(number, store_at, defs[0], chosen, size)
         return f"the value {store.mnemonic} stores at line {line} is not only loaded from global memory"
+
+    def every_trip(self, store_at: int) -> str | None:
+        """Why the store outside fill loops may write other bytes on another trip (skipped by a trip-dependent
+        branch, or at an address that changes), or None."""
+        op = self.ops[store_at]
+        store, line = op.instruction, op.line
+        if self.in_inner_loop(store_at):
+            return f"{store.mnemonic} at line {line} runs more than once per trip (an inner loop): bytes may repeat"
+        if not self.cfg.dominates(self.cfg.block_of[store_at], self.cfg.block_of[self.found.filled]):
+            if (branch := self.deciding_branch(store_at)) is not None:
+                return (
+                    f"{store.mnemonic} at line {line} is skipped on some paths of a trip, decided by a branch at line "
+                    f"{branch} that may go another way on another trip: a byte it skips would hold the value of S "
+                    "trips before, not of the trip before"
+                )
+        if not self.invariant(store_at):
+            return (
+                f"{store.mnemonic} at line {line} writes an address that may change from trip to trip: a byte one "
+                "trip skips would hold the value of S trips before"
+            )
+        return None
+
+    def fill_overlap(self) -> tuple[int, str] | None:
+        """(line, why) where fills.py cannot tell each thread's writes of a trip, or two of one thread's overlap
+        (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on every
+        trip, and disjoint."""
+        bounds = block_bounds(self.cfg.function)
+        ntid = bounds.dims[0] if bounds is not None and bounds.exact else None
+
+        def key(at: int, name: str) -> str | None:
+            return self.key(self.ops[at], name)
+
+        def key_def(at: int, name: str) -> str | None:
+            return self.key_def(at, ast.Name(name))
+
+        trace = FillTrace(self.cfg, self.found, self.value, key, key_def, ntid)
+        for tid in range(self.threads):
+            try:
+                writes = trace.writes(tid)
+            except Refused as refused:
+                return refused.line, refused.why
+            if (pair := _overlapping(writes)) is not None:
+                first, second = (self.ops[w.store].line for w in pair)
+                which = (
+                    f"store at line {first} writes"
+                    if first == second
+                    else f"stores at lines {first} and {second} write"
+                )
+                return second, (
+                    f"the staging {which} the same bytes of {pair[0].buffer} twice in thread {tid} of one "
+                    "trip: cp.asyncs are not ordered with each other"
+                )
+        return None
 
     def vector(self, number: int, store_at: int, data: ast.Vector, size: int) -> AsyncCopy | str:
         """`st.shared.v4 [s], {%f1, ..}` of exactly the registers one unguarded vector load defined, in order (no
@@ -415,28 +409,22 @@ class _Converter:
         self.memo[at] = None  # a cycle evaluates to nothing
         op = self.ops[at]
         i = op.instruction
-        words = [m for m in i.modifiers if m[1:] in _BITS and m[0] in "sub"]
-        others = [m for m in i.modifiers if m not in words]
-        if op.guarded or len(op.defs) != 1 or len(words) != 1 or not set(others) <= _MODELLED.get(i.opcode, {"?"}):
-            return None  # only what _arith models exactly: no .sat, .hi, .wide, .cc, .relu, floating point
+        word = integer_word(i)
+        if op.guarded or len(op.defs) != 1 or word is None:
+            return None
         args = [self.value(at, x) for x in i.operands[1:]]
         if any(a is None for a in args):
             return None
-        symbols = [a[0] for a in args if a[0] is not None]  # type: ignore[index]
-        symbol = symbols[0] if len(symbols) == 1 else None
-        addend = {"mov": 0, "add": None, "sub": 0, "mad": 2}.get(i.opcode, -1)
-        if len(symbols) > 1 or (symbols and addend == -1):
+        known, symbol = carried_symbol(i.opcode, [a[0] for a in args])  # type: ignore[index]
+        if not known:
             return None
-        if symbols and addend is not None and args[addend][0] is None:  # type: ignore[index]
-            return None  # only a sum (or a difference's first term) carries a buffer's address
-        signed, bits = words[0][0] == "s", _BITS[words[0][1:]]
-        results = [_arith(i.opcode, signed, bits, list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
+        results = [arith(i.opcode, *word, list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
         if any(r is None for r in results):
             return None
         self.memo[at] = (symbol, tuple(results))  # type: ignore[arg-type]
         return self.memo[at]
 
-    def addresses(self, at: int) -> tuple[_Value, ...] | None:
+    def addresses(self, at: int) -> tuple[Value, ...] | None:
         """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
         and a buffer's address alone, evaluated through its definitions (None where it is not one)."""
         if at not in self.evaluated:
@@ -493,6 +481,15 @@ class _Converter:
         return all(d < 0 or d not in staging or (d < min(stores) and not self.in_inner_loop(d)) for d in place.defs)
 
 
+def _overlapping(writes: list[Write]) -> tuple[Write, Write] | None:
+    """Two of one thread's writes (in program order) that share a byte, or None."""
+    ordered = sorted(enumerate(writes), key=lambda x: (x[1].buffer, x[1].offset))
+    for (i, a), (j, b) in zip(ordered, ordered[1:], strict=False):
+        if a.buffer == b.buffer and b.offset < a.offset + a.size:
+            return (a, b) if i < j else (b, a)
+    return None
+
+
 def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> tuple[int, str] | None:
     """(line, why) where a staging store outside an inner loop may skip a byte on some trip, or write another address
     on another trip: in the input that byte holds the trip before's value, in a ring slot the value of S trips before
@@ -521,9 +518,14 @@ def async_copies(
     cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop
 ) -> tuple[AsyncCopy, ...] | tuple[int, str]:
     """A cp.async for every shared write of the staging part, or (line, why not): each converts, each buffer's
-    alignment covers its copy's size, and the stores of one trip write disjoint bytes in each thread."""
+    alignment covers its copy's size, and the stores of one trip write disjoint bytes in each thread. Where a staging
+    load or store lies in an inner (fill) loop, fills.py runs every thread's trip to prove both instead."""
     converter = _Converter(cfg, du, loops, found)
     buffers = {b.name: b for b in found.buffers}
+    if any(converter.in_inner_loop(at) for at in (*found.stores, *found.loads)):
+        if (why := converter.fill_overlap()) is not None:
+            return why
+        converter.traced = True
     out: list[AsyncCopy] = []
     places: list[_Place] = []
     for at in found.stores:
@@ -540,7 +542,7 @@ def async_copies(
                 f"{place.buffer} is aligned to {buffers[place.buffer].align} bytes: a {copy.size}-byte cp.async into "
                 "the ring slot is not proven aligned"
             )
-        for other, seen in zip(out, places, strict=True):
+        for other, seen in zip(out, places, strict=True) if not converter.traced else ():
             if seen.buffer != place.buffer:
                 continue  # PTX fixes no layout between variables: an access from one never reaches another
             same = seen.base == place.base and seen.defs == place.defs
