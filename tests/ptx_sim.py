@@ -191,6 +191,8 @@ class Cta:
                 "and": lambda: args[0] & args[1],
                 "or": lambda: args[0] | args[1],
                 "xor": lambda: args[0] ^ args[1],
+                "min": lambda: min(args[0], args[1]),
+                "max": lambda: max(args[0], args[1]),
                 "rem": lambda: args[0] - int(args[0] / args[1]) * args[1],
                 "div": lambda: int(args[0] / args[1]),
             }[name]()

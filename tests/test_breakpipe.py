@@ -280,7 +280,7 @@ def test_half_register_read_by_the_ahead_copy(kind: str) -> None:
 
 
 # A `brx.idx` jump table (`$L__tbl: .branchtargets $L__c0, $L__c1;`, LLVM's lowering of a dense switch) anywhere in
-# the kernel: the pipeline rebuilds the body from instructions, labels and `{ }` scopes only (producers._units), so
+# the kernel: the pipeline rebuilds the body from instructions, labels and `{ }` scopes only (producers.body_units), so
 # the `.branchtargets` directive is dropped and `brx.idx %r13, $L__tbl` names a plain label ("Label with
 # '.branchtargets' directive expected"). Here the switch is after the loop (the split keeps the directive).
 JUMP_TABLE = _planted(

@@ -22,11 +22,9 @@ from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import def_use
 from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.staging import StagedLoop
-from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies
+from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, copying
 from ptxtool.passes.warp_roles.emit import relocated
-from ptxtool.passes.warp_roles.pipeline import _capture, _cp_async, _flag, _selected
 from ptxtool.passes.warp_roles.producers import Staging
-from ptxtool.syntax import ast
 
 VARIANT = "split-async"
 ARRIVE = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%wr_bar];"
@@ -53,22 +51,4 @@ def declarations(copies: tuple[AsyncCopy, ...]) -> str:
 def async_staging(copies: tuple[AsyncCopy, ...], wide: Callable[[str], bool], registers: frozenset[str]) -> Staging:
     """The producers' staging with cp.async: each load only takes its address (and, where the input may store a
     zero instead, sets the copy's flag), each store becomes the copy into the slot; arrival and exit as above."""
-    by_load = {c.load: c for c in copies}
-    by_store = {c.store: c for c in copies}
-    by_select = {c.select: c for c in copies if c.select is not None}
-    zeros = {z: c for c in copies for z in c.zeros}
-
-    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
-        if index in by_load:
-            return _capture(by_load[index], i, registers)
-        if index in by_select:
-            return (_selected(by_select[index], i),)
-        if index in by_store:
-            *moved, store = relocated(i, wide)
-            assert isinstance(store, ast.Instruction)
-            return (*moved, *_cp_async(by_store[index], store))
-        if index in zeros:
-            return (i, _flag(zeros[index], "0", i.guard))
-        return (i,)
-
-    return Staging(edit, ARRIVE, "cp.async.wait_all;")
+    return Staging(copying(copies, registers, lambda i: relocated(i, wide)), ARRIVE, "cp.async.wait_all;")

@@ -9,6 +9,7 @@ write of the staging part converts and the converted stores of one trip write di
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ptxtool import isa
@@ -561,3 +562,73 @@ def async_copies(
         out.append(copy)
         places.append(place)
     return tuple(out)
+
+
+def _flag(copy: AsyncCopy, value: str, guard: ast.Guard | None) -> ast.Instruction:
+    return ast.Instruction("mov", ("pred",), (ast.Name(copy.flag), ast.Immediate(value)), guard=guard)
+
+
+def _capture(copy: AsyncCopy, load: ast.Instruction, registers: frozenset[str]) -> tuple[ast.Statement, ...]:
+    """In place of the load: its address into the copy's source register (and, on a zero-fill copy, the flag:
+    this path copies), under the load's guard."""
+    address = load.operands[1]
+    assert isinstance(address, ast.Address)
+    value = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+    source = ast.Name(copy.source)
+    if isinstance(address.base, ast.Name) and address.base.text in registers:  # `rd5` is a register too
+        take = ast.Instruction("add", ("s64",), (source, address.base, ast.Immediate(str(value))), guard=load.guard)
+    else:  # a global variable's address
+        symbol = ast.SymbolOffset(address.base, ast.Immediate(str(value))) if value else address.base
+        take = ast.Instruction("mov", ("u64",), (source, symbol), guard=load.guard)
+    flagged = copy.zero_fill and copy.select is None
+    return (take, _flag(copy, "1", load.guard)) if flagged else (take,)
+
+
+def _selected(copy: AsyncCopy, selp: ast.Instruction) -> ast.Instruction:
+    """In place of `selp %v, %loaded, 0, %p`: the flag is %p (negated where the load is selp's second choice)."""
+    loaded_first = isinstance(selp.operands[2], ast.Immediate)  # selp d, a, b, p is p ? a : b; the zero is b
+    return ast.Instruction("mov" if loaded_first else "not", ("pred",), (ast.Name(copy.flag), selp.operands[3]))
+
+
+def _cp_async(copy: AsyncCopy, store: ast.Instruction) -> tuple[ast.Statement, ...]:
+    """The relocated store as a cp.async from the captured address; zero-filled (src-size 0) where the flag is
+    off. `.cg` (L2 only) for 16 bytes, as CUTLASS does; `.ca` for 4 and 8 (the only sizes it takes)."""
+    level = "cg" if copy.size == 16 else "ca"
+    destination, size = store.operands[0], ast.Immediate(str(copy.size))
+    operands: tuple[ast.Operand, ...] = (destination, ast.Address(ast.Name(copy.source)), size)
+    out: list[ast.Statement] = []
+    if copy.zero_fill:
+        read = ast.Name(f"%wr_n{copy.number}")
+        out.append(ast.Instruction("selp", ("u32",), (read, size, ast.Immediate("0"), ast.Name(copy.flag))))
+        operands = (*operands, read)
+    out.append(ast.Instruction("cp", ("async", level, "shared", "global"), operands))
+    return tuple(out)
+
+
+def copying(
+    copies: tuple[AsyncCopy, ...],
+    registers: frozenset[str],
+    relocate: Callable[[ast.Instruction], tuple[ast.Statement, ...]],
+) -> Callable[[int, ast.Instruction], tuple[ast.Statement, ...]]:
+    """The staging part's edit, op by op, for the pipeline's ahead copy and the copying producers alike: each load
+    only takes its address (and sets its copy's flag), each zero sets the flag off, each selp picks it, and each
+    store, moved into the ring slot by `relocate`, becomes its cp.async."""
+    by_load = {c.load: c for c in copies}
+    by_store = {c.store: c for c in copies}
+    by_select = {c.select: c for c in copies if c.select is not None}
+    zeros = {z: c for c in copies for z in c.zeros}
+
+    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        if index in by_load:
+            return _capture(by_load[index], i, registers)
+        if index in by_select:
+            return (_selected(by_select[index], i),)
+        if index in by_store:
+            *moved, store = relocate(i)
+            assert isinstance(store, ast.Instruction)
+            return (*moved, *_cp_async(by_store[index], store))
+        if index in zeros:
+            return (i, _flag(zeros[index], "0", i.guard))
+        return (i,)
+
+    return edit

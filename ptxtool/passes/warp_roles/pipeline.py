@@ -23,9 +23,9 @@ from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa.caching import type_bits
-from ptxtool.passes.warp_roles.copies import AsyncCopy
+from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
 from ptxtool.passes.warp_roles.emit import RING, mapped, own_label, relocated, renamed, statements
-from ptxtool.passes.warp_roles.producers import _registers, _substituted, _units, share_name
+from ptxtool.passes.warp_roles.producers import body_units, declared_registers, share_name, substituted
 from ptxtool.syntax import ast
 
 AHEAD = 1  # the ahead copy's registers are share 1's names (%wr_s1_r5)
@@ -45,7 +45,7 @@ def _tables(function: ast.Function) -> dict[str, ast.Statement]:
 def pipeline_refusal(function: ast.Function, found: StagedLoop, cfg: CFG) -> str | None:
     """Why the loop cannot be given an ahead copy: a `{ }` scope spanning parts, the loop entered other than by
     falling into its header, or a staging branch back to the header (a trip would stage twice)."""
-    units = _units(function, found)
+    units = body_units(function, found)
     if isinstance(units, str):
         return units
     tables = _tables(function)
@@ -70,8 +70,8 @@ def _copy_instruction(
     def names(text: str) -> str | None:
         return share_name(text, AHEAD) if text in registers else label(text)
 
-    guard = i.guard and replace(i.guard, predicate=_substituted(i.guard.predicate, names))
-    return replace(i, operands=_substituted(i.operands, names), guard=guard)
+    guard = i.guard and replace(i.guard, predicate=substituted(i.guard.predicate, names))
+    return replace(i, operands=substituted(i.operands, names), guard=guard)
 
 
 def _ahead(s: ast.Statement, registers: frozenset[str], label: Callable[[str], str | None]) -> ast.Statement:
@@ -92,47 +92,6 @@ def _bit_type(kind: str) -> str:
     return "pred" if kind == "pred" else f"b{type_bits(kind) or 32}"
 
 
-def _flag(copy: AsyncCopy, value: str, guard: ast.Guard | None) -> ast.Instruction:
-    return ast.Instruction("mov", ("pred",), (ast.Name(copy.flag), ast.Immediate(value)), guard=guard)
-
-
-def _capture(copy: AsyncCopy, load: ast.Instruction, registers: frozenset[str]) -> tuple[ast.Statement, ...]:
-    """In place of the load: its address into the copy's source register (and, on a zero-fill copy, the flag:
-    this path copies), under the load's guard."""
-    address = load.operands[1]
-    assert isinstance(address, ast.Address)
-    value = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
-    source = ast.Name(copy.source)
-    if isinstance(address.base, ast.Name) and address.base.text in registers:  # `rd5` is a register too
-        take = ast.Instruction("add", ("s64",), (source, address.base, ast.Immediate(str(value))), guard=load.guard)
-    else:  # a global variable's address
-        symbol = ast.SymbolOffset(address.base, ast.Immediate(str(value))) if value else address.base
-        take = ast.Instruction("mov", ("u64",), (source, symbol), guard=load.guard)
-    flagged = copy.zero_fill and copy.select is None
-    return (take, _flag(copy, "1", load.guard)) if flagged else (take,)
-
-
-def _selected(copy: AsyncCopy, selp: ast.Instruction) -> ast.Instruction:
-    """In place of `selp %v, %loaded, 0, %p`: the flag is %p (negated where the load is selp's second choice)."""
-    loaded_first = isinstance(selp.operands[2], ast.Immediate)  # selp d, a, b, p is p ? a : b; the zero is b
-    return ast.Instruction("mov" if loaded_first else "not", ("pred",), (ast.Name(copy.flag), selp.operands[3]))
-
-
-def _cp_async(copy: AsyncCopy, store: ast.Instruction) -> tuple[ast.Statement, ...]:
-    """The relocated store as a cp.async from the captured address; zero-filled (src-size 0) where the flag is
-    off. `.cg` (L2 only) for 16 bytes, as CUTLASS does; `.ca` for 4 and 8 (the only sizes it takes)."""
-    level = "cg" if copy.size == 16 else "ca"
-    destination, size = store.operands[0], ast.Immediate(str(copy.size))
-    operands: tuple[ast.Operand, ...] = (destination, ast.Address(ast.Name(copy.source)), size)
-    out: list[ast.Statement] = []
-    if copy.zero_fill:
-        read = ast.Name(f"%wr_n{copy.number}")
-        out.append(ast.Instruction("selp", ("u32",), (read, size, ast.Immediate("0"), ast.Name(copy.flag))))
-        operands = (*operands, read)
-    out.append(ast.Instruction("cp", ("async", level, "shared", "global"), operands))
-    return tuple(out)
-
-
 def pipelined(
     function: ast.Function,
     found: StagedLoop,
@@ -144,31 +103,16 @@ def pipelined(
     cfg: CFG,
 ) -> ast.Function:
     """The kernel with its staged loop pipelined S - 1 trips deep (the module docstring's shape)."""
-    units = _units(function, found)
+    units = body_units(function, found)
     assert not isinstance(units, str), units  # pipeline_refusal said so first
     lo, hi = found.staging.start, found.tail.stop
-    registers = _registers(function)
+    registers = declared_registers(function)
     label_index = {s.name: index for part, index, s in units if isinstance(s, ast.Label)}
-    by_load = {c.load: c for c in copies}
-    by_store = {c.store: c for c in copies}
-    by_select = {c.select: c for c in copies if c.select is not None}
-    zeros = {z: c for c in copies for z in c.zeros}
+    converted = copying(copies, registers, lambda i: relocated(i, wide, "%wr_qoff"))
 
     def staged(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         """A staging instruction as the ahead copy runs it (before its registers are renamed)."""
-        i = renamed(i, ring_names)
-        if index in by_load:
-            return _capture(by_load[index], i, registers)
-        if index in by_select:
-            return (_selected(by_select[index], i),)
-        if index in by_store:
-            moved = relocated(i, wide, "%wr_qoff")
-            last = moved[-1]
-            assert isinstance(last, ast.Instruction)
-            return (*moved[:-1], *_cp_async(by_store[index], last))
-        if index in zeros:
-            return (i, _flag(zeros[index], "0", i.guard))
-        return (i,)
+        return converted(index, renamed(i, ring_names))
 
     def ahead(j: str) -> list[ast.Statement]:
         """One trip of the ahead copy, under %wr_more: staging into slot q mod S, then its tail (more trips?)."""

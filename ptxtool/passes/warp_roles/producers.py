@@ -56,7 +56,7 @@ def _part(found: StagedLoop, index: int, label: bool) -> str:
     return "tail" if index < hi else "post"
 
 
-def _units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, ast.Statement]] | str:
+def body_units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, ast.Statement]] | str:
     """The body's top-level instructions, labels and nested scopes with their part and first op index; a reason
     when a nested `{ }` scope spans two parts or holds a label (its copies could not be kept apart)."""
     out: list[tuple[str, int, ast.Statement]] = []
@@ -80,7 +80,7 @@ def _units(function: ast.Function, found: StagedLoop) -> list[tuple[str, int, as
 def producer_refusal(function: ast.Function, found: StagedLoop, shares: int) -> str | None:
     """Why the producers cannot run `shares` consumer threads' parts in turn, or None. One producer thread keeps
     one register copy per share, but one local-memory frame: a share's local stores would clobber another's."""
-    units = _units(function, found)
+    units = body_units(function, found)
     if isinstance(units, str):
         return units
     if shares == 1:
@@ -107,15 +107,15 @@ def _share_label(name: str, share: int) -> str:
     return own_label("$__wr_p" if share == 0 else f"$__wr_s{share}p", name)
 
 
-def _substituted(node: object, names: Callable[[str], str | None]) -> object:
+def substituted(node: object, names: Callable[[str], str | None]) -> object:
     """An operand with every Name that `names` maps replaced (in addresses, vectors, expressions too)."""
     if isinstance(node, ast.Name):
         new = names(node.text)
         return node if new is None else replace(node, text=new)
     if isinstance(node, tuple):
-        return tuple(_substituted(x, names) for x in node)
+        return tuple(substituted(x, names) for x in node)
     if isinstance(node, ast.NODE_TYPES) and not isinstance(node, ast.Owner):
-        changes = {f.name: _substituted(getattr(node, f.name), names) for f in fields(node)}
+        changes = {f.name: substituted(getattr(node, f.name), names) for f in fields(node)}
         return replace(node, **changes)
     return node
 
@@ -124,8 +124,8 @@ def _copy(s: ast.Statement, share: int, part: str, names: Callable[[str, str, in
     """Statement `s` of `part` as share `share` runs it: its registers and labels renamed."""
     rename = lambda text: names(text, part, share)  # noqa: E731
     if isinstance(s, ast.Instruction):
-        guard = s.guard and replace(s.guard, predicate=_substituted(s.guard.predicate, rename))
-        return replace(s, operands=_substituted(s.operands, rename), guard=guard)
+        guard = s.guard and replace(s.guard, predicate=substituted(s.guard.predicate, rename))
+        return replace(s, operands=substituted(s.operands, rename), guard=guard)
     if isinstance(s, ast.Label):
         return replace(s, name=_share_label(s.name, share))
     if isinstance(s, ast.Declaration) and s.has(".reg"):
@@ -135,7 +135,7 @@ def _copy(s: ast.Statement, share: int, part: str, names: Callable[[str, str, in
     return s
 
 
-def _registers(function: ast.Function) -> frozenset[str]:
+def declared_registers(function: ast.Function) -> frozenset[str]:
     """Every register name the kernel declares (`%r<4>` as %r0..%r3)."""
     out: set[str] = set()
     for d in ast.walk(function.body):
@@ -160,11 +160,11 @@ def producer_code(
     """The producers' code after `$__wr_producer`: consumer threads %wr_vtid + (N / shares)·j for j < shares,
     replayed in turn per part (their code before the loop, then per trip their staging, then their tail), each
     share in registers of its own; the waits, the arrival and the trip count once per trip; `staging.end` last."""
-    units = _units(function, found)
+    units = body_units(function, found)
     assert not isinstance(units, str), units  # producer_refusal said so first
     lo = found.staging.start
     replayed = {**ring_names, "%tid.x": ast.Name("%wr_vtid")}
-    registers = _registers(function) | {"%wr_vtid"}
+    registers = declared_registers(function) | {"%wr_vtid"}
     label_part = {s.name: part for part, _, s in units if isinstance(s, ast.Label)}
 
     def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
