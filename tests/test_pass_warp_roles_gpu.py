@@ -54,8 +54,6 @@ def test_fewer_producers_bit_identical(
             assert differ == dict.fromkeys(functions, 0), (case.label, differ)
 
 
-PIPELINED = ("sgemm_unrolled", "attention_unrolled")  # the inputs whose staging the pipeline takes
-
 
 @pytest.fixture(scope="module")
 def pipelines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
@@ -70,15 +68,12 @@ def pipelines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 @pytest.mark.parametrize("name", sorted(bench.BENCHES))
 def test_pipeline_bit_identical(name: str, pipelines: tuple[Path, dict]) -> None:
     """Each pipeline ptxtool makes (S = 2, 3, 4, the block unchanged) gives the input kernel's bits over 100 launches
-    with the watchdog; the inputs with straight-line staging are pipelined at S = 2 at least."""
+    with the watchdog; every input (straight-line staging or a thread-strided fill loop) is pipelined at S = 2."""
     folder, manifest = pipelines
     entry = manifest[name]
     made = {v for v, info in entry["splits"].items() if "block" in info}
-    if name in PIPELINED:
-        assert bench.pipeline_name(2) in made, entry["splits"]
+    assert bench.pipeline_name(2) in made, entry["splits"]
     assert all(entry["splits"][v]["block"] == entry["block"] for v in made)
-    if not made:
-        pytest.skip(f"{name}: the pipeline refuses it: {entry['splits']}")
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
     with Gpu() as gpu:
         functions = bench.load_variants(gpu, folder, name, entry)
@@ -87,7 +82,6 @@ def test_pipeline_bit_identical(name: str, pipelines: tuple[Path, dict]) -> None
             assert differ == dict.fromkeys(functions, 0), (case.label, differ)
 
 
-COPIED = ("sgemm_unrolled", "attention_unrolled")  # the inputs whose staging the producers can copy with cp.async
 COPYING = (None, 1)  # producer warps of the split-async variants: one producer thread per consumer, one warp
 
 
@@ -104,17 +98,12 @@ def copying(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 @pytest.mark.parametrize("name", sorted(bench.BENCHES))
 def test_copying_producers_bit_identical(name: str, copying: tuple[Path, dict]) -> None:
     """Each split with cp.async producers ptxtool makes (S = 2, 3; P = N/32 and 1, the block grown by 32P) gives
-    the input kernel's bits over 100 launches with the watchdog; the inputs with straight-line staging are split so
-    at S = 2 for both P, the others refused with the conversion's reason."""
+    the input kernel's bits over 100 launches with the watchdog; every input (straight-line staging or a
+    thread-strided fill loop) is split so at S = 2 for both P."""
     folder, manifest = copying
     entry = manifest[name]
     made = {v for v, info in entry["splits"].items() if "block" in info}
-    if name in COPIED:
-        assert {bench.async_name(2, p) for p in COPYING} <= made, entry["splits"]
-    else:
-        refused = [entry["splits"][bench.async_name(2, p)].get("refused", "") for p in COPYING]
-        assert not made and all(why.startswith("cp.async producers: ") for why in refused), entry["splits"]
-        pytest.skip(f"{name}: the producers' staging does not convert: {entry['splits']}")
+    assert {bench.async_name(2, p) for p in COPYING} <= made, entry["splits"]
     for stages in (2, 3):
         for p in COPYING:
             if bench.async_name(stages, p) in made:

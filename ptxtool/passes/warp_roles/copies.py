@@ -265,10 +265,10 @@ class _Converter:
             )
         return None
 
-    def fill_overlap(self) -> tuple[int, str] | None:
-        """(line, why) where fills.py cannot tell each thread's writes of a trip, or two of one thread's overlap
-        (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on every
-        trip, and disjoint."""
+    def fill_refusal(self, disjoint: bool = True) -> tuple[int, str] | None:
+        """(line, why) where fills.py cannot tell each thread's writes of a trip, or (`disjoint`) two of one thread's
+        overlap (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on
+        every trip, and (`disjoint`) disjoint."""
         bounds = block_bounds(self.cfg.function)
         ntid = bounds.dims[0] if bounds is not None and bounds.exact else None
 
@@ -284,7 +284,7 @@ class _Converter:
                 writes = trace.writes(tid)
             except Refused as refused:
                 return refused.line, refused.why
-            if (pair := _overlapping(writes)) is not None:
+            if disjoint and (pair := _overlapping(writes)) is not None:
                 first, second = (self.ops[w.store].line for w in pair)
                 which = (
                     f"store at line {first} writes"
@@ -492,10 +492,13 @@ def _overlapping(writes: list[Write]) -> tuple[Write, Write] | None:
 
 
 def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> tuple[int, str] | None:
-    """(line, why) where a staging store outside an inner loop may skip a byte on some trip, or write another address
-    on another trip: in the input that byte holds the trip before's value, in a ring slot the value of S trips before
-    (the ld+st split's producers fill slots as the copies do). Stores in an inner loop are not judged here."""
+    """(line, why) where a staging store may skip a byte on some trip, or write another address on another trip: in
+    the input that byte holds the trip before's value, in a ring slot the value of S trips before (the ld+st split's
+    producers fill slots as the copies do). Stores in an inner (fill) loop are judged by running every thread's trip
+    (fills.py); overlaps do not matter here (ld+st stores land in order)."""
     converter = _Converter(cfg, du, loops, found)
+    if any(converter.in_inner_loop(at) for at in found.stores) and (why := converter.fill_refusal(False)) is not None:
+        return why
     for at in found.stores:
         op = cfg.linear.ops[at]
         if converter.in_inner_loop(at):
@@ -524,7 +527,7 @@ def async_copies(
     converter = _Converter(cfg, du, loops, found)
     buffers = {b.name: b for b in found.buffers}
     if any(converter.in_inner_loop(at) for at in (*found.stores, *found.loads)):
-        if (why := converter.fill_overlap()) is not None:
+        if (why := converter.fill_refusal()) is not None:
             return why
         converter.traced = True
     out: list[AsyncCopy] = []
