@@ -97,19 +97,24 @@ class FillTrace:
         self.steps = 0
         self.keys: dict[tuple[int, str], str | None] = {}  # memoized: thread after thread reads the same ops
         self.targets: dict[int, str | None] = {}
+        staging = self.ops[found.staging.start : found.filled]
+        self.jump = next(
+            (o for o in staging if o.instruction.opcode != "bra" and isa.effects(o.instruction) & Effect.BRANCH), None
+        )
 
     def writes(self, tid: int) -> list[Write]:
         """Thread `tid`'s staging writes of one trip, in order; Refused where they are not known."""
+        if self.jump is not None:  # brx.idx: pipeline_refusal says so first; the split's producers copy its table
+            raise Refused(
+                self.jump.line, f"{self.jump.instruction.mnemonic} in the staging part: its targets are not followed"
+            )
         out: list[Write] = []
-        for op in self.ops[self.found.staging.start : self.found.filled]:
-            if op.instruction.opcode != "bra" and isa.effects(op.instruction) & Effect.BRANCH:
-                raise Refused(op.line, f"{op.instruction.mnemonic} in the staging part: its targets are not followed")
         self.run(tid, self.found.staging.start, self.found.filled, {}, out, ())
         return out
 
-    def run(self, tid: int, pc: int, stop: int, state: _State, out: list[Write], forks: tuple[int, ...]) -> int:
+    def run(self, tid: int, pc: int, stop: int, state: _State, out: list[Write], forks: tuple[int, ...]) -> None:
         """Run from op `pc` to op `stop`; inside a fork (`forks`: the unknown branches being run both ways) a
-        store is refused. Returns `stop`."""
+        store is refused."""
         while pc != stop:
             self.steps += 1
             if self.steps > STEPS:
@@ -137,7 +142,6 @@ class FillTrace:
             elif taken:
                 self.evaluate(tid, pc, state)
             pc += 1
-        return stop
 
     def fork(self, tid: int, at: int, state: _State, forks: tuple[int, ...]) -> int:
         """A branch on an unknown predicate: both ways run to their join, the registers they agree on kept."""
@@ -151,7 +155,7 @@ class FillTrace:
         block = self.cfg.block_of[at]
         after = self.pdom[block] - {block}
         join_block = next(b for b in after if self.pdom[b] == after)
-        join = min(self.cfg.blocks[join_block].start, self.found.filled)
+        join = self.cfg.blocks[join_block].start
         ways: list[_State] = []
         for start in (self.cfg.linear.labels[op.targets[0]], at + 1):
             way = dict(state)
