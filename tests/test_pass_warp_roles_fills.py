@@ -47,6 +47,7 @@ def _proof(text: str, kernel: str, proof: tuple[str, ...]) -> None:
     assert all(p in opcodes for p in proof), opcodes
 
 
+@functools.cache
 def _simulated(text: str, trips: int = 5, blocks: int = 2, seed: int = 0, cut: int = 150) -> bytes:
     """The output after a simulated launch of `blocks` CTAs over `trips` tiles of random floats, elements from
     `cut` before the end out of bounds (zero-filled); split kernels run on ptx_sim_roles (mbarriers)."""
