@@ -385,6 +385,13 @@ class _Converter:
     def value(self, at: int, operand: ast.Operand) -> _Values | None:
         """What `operand` of op `at` holds in each thread (%tid.x = 0, 1, ...), computed from %tid.x, constants and
         shared buffers' addresses alone through one reaching definition each; None where it depends on anything else."""
+        fixed = self.fixed(operand)
+        if fixed is not None or (source := self.source(at, operand)) is None:
+            return fixed
+        return self.defined(source)
+
+    def fixed(self, operand: ast.Operand) -> _Values | None:
+        """An immediate's, `%tid.x`'s or a buffer's value in each thread (None: another operand)."""
         if isinstance(operand, ast.Immediate):
             try:
                 number = ast.literal_value(operand.text)
@@ -397,23 +404,44 @@ class _Converter:
             return None, tuple(range(self.threads))
         if operand.text in self.buffer_names:
             return operand.text, (0,) * self.threads
-        key = self.key(self.ops[at], operand.text)
-        defs = self.du.defs_of.get((at, key), ()) if key else ()
-        if len(defs) != 1 or defs[0] == ENTRY:
+        return None
+
+    def source(self, at: int, operand: ast.Operand) -> int | None:
+        """The one definition a register operand of op `at` reads (None: not a register, or not one definition)."""
+        if not isinstance(operand, ast.Name) or (key := self.key(self.ops[at], operand.text)) is None:
             return None
-        return self.defined(defs[0])
+        defs = self.du.defs_of.get((at, key), ())
+        return defs[0] if len(defs) == 1 and defs[0] != ENTRY else None
 
     def defined(self, at: int) -> _Values | None:
-        """The value definition `at` gives in every thread, evaluated once for all threads (memoized per op)."""
-        if at in self.memo:
-            return self.memo[at]
-        self.memo[at] = None  # a cycle evaluates to nothing
-        op = self.ops[at]
-        i = op.instruction
+        """The value definition `at` gives in every thread, evaluated once for all threads (memoized per op), its
+        sources first, with a stack of our own: address chains run deeper than Python's recursion limit."""
+        work, started = [at], set()
+        while work:
+            top = work[-1]
+            if top in self.memo:
+                work.pop()
+                continue
+            op = self.ops[top]
+            if op.guarded or len(op.defs) != 1 or integer_word(op.instruction) is None:
+                self.memo[top] = None  # only what arith models exactly
+                continue
+            sources = [d for x in op.instruction.operands[1:] if (d := self.source(top, x)) is not None]
+            waiting = [d for d in sources if d not in self.memo and d not in started]
+            if waiting and top not in started:
+                started.add(top)
+                work.extend(waiting)
+                continue
+            work.pop()
+            self.memo[top] = self.computed(top)  # a source still in progress is a cycle: it evaluates to nothing
+        return self.memo[at]
+
+    def computed(self, at: int) -> _Values | None:
+        """Definition `at` evaluated from its operands' memoized values."""
+        i = self.ops[at].instruction
         word = integer_word(i)
-        if op.guarded or len(op.defs) != 1 or word is None:
-            return None
-        args = [self.value(at, x) for x in i.operands[1:]]
+        assert word is not None
+        args = [self.fixed(x) if (d := self.source(at, x)) is None else self.memo.get(d) for x in i.operands[1:]]
         if any(a is None for a in args):
             return None
         known, symbol = carried_symbol(i.opcode, [a[0] for a in args])  # type: ignore[index]
@@ -422,8 +450,7 @@ class _Converter:
         results = [arith(i.opcode, *word, list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
         if any(r is None for r in results):
             return None
-        self.memo[at] = (symbol, tuple(results))  # type: ignore[arg-type]
-        return self.memo[at]
+        return symbol, tuple(results)  # type: ignore[return-value]
 
     def addresses(self, at: int) -> tuple[Value, ...] | None:
         """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
