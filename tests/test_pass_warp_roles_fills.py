@@ -284,3 +284,72 @@ def test_nvccs_stencil_on_a_simulated_cta(variant: str, stages: int, producers: 
     if variant == "pipeline" and stages == 3:
         early = out.replace("cp.async.wait_group 2;", "cp.async.wait_group 3;")
         assert _stencil_run(early, stages) != expected
+
+
+def _fuzz_fill(rng: random.Random) -> tuple[str, bool]:
+    """A random fill loop over a 512-word tile (start %tid.x, step, bound, word = A i + B + C_k for one or two
+    stores, each word w holding a[base + w] or zero past the limit, so threads that share a word write equal
+    bytes) and whether a correct pass must refuse it: a bound that changes with the trip, or a thread writing one
+    word twice in a trip."""
+    while True:
+        step, bound = rng.choice((128, 256)), rng.choice((100, 200, 320, 384, 512))
+        scale, shift = rng.choice((1, 2)), rng.choice((0, 3))
+        offsets = rng.choice(((0,), (0, 1), (0, 128), (0, 256), (0, 0), (0, 64)))
+        if scale * (bound - 1) + shift + max(offsets) < 512:
+            break
+    moving = rng.random() < 0.2  # odd trips fill 64 words fewer
+    limit = "%r21" if moving else str(bound)
+    stores = ""
+    for k, offset in enumerate(offsets):
+        stores += (
+            f"\tadd.s32 \t%r16, %r15, {offset};\n\tadd.s32 \t%r17, %r13, %r16;\n\tmul.wide.u32 \t%rd4, %r17, 4;\n"
+            f"\tadd.s64 \t%rd5, %rd3, %rd4;\n\tmov.f32 \t%f{6 + k}, 0f00000000;\n\tsetp.ge.u32 \t%p3, %r17, %r20;\n"
+            f"\t@%p3 bra \t$L__st{k};\n\tld.global.nc.f32 \t%f{6 + k}, [%rd5];\n$L__st{k}:\n"
+            f"\tshl.b32 \t%r18, %r16, 2;\n\tadd.s32 \t%r18, %r6, %r18;\n\tst.shared.f32 \t[%r18], %f{6 + k};\n"
+        )
+    fill = (
+        "\tmad.lo.s32 \t%r13, %r12, 512, %r4;\n\tmov.u32 \t%r14, %r2;\n"
+        + (f"\tand.b32 \t%r19, %r12, 1;\n\tmad.lo.s32 \t%r21, %r19, -64, {bound};\n" if moving else "")
+        + f"$L__fill:\n\tmad.lo.s32 \t%r15, %r14, {scale}, {shift};\n"
+        + stores
+        + f"\tadd.s32 \t%r14, %r14, {step};\n\tsetp.lt.u32 \t%p4, %r14, {limit};\n\t@%p4 bra \t$L__fill;\n"
+    )
+    compute = "".join(
+        f"\tld.shared.f32 \t%f3, [%r8+{512 * k}];\n\tfma.rn.f32 \t%f1, %f3, 0f3F{k}00000, %f1;\n" for k in range(4)
+    )
+    head, rest = FILL.split("$L__loop:\n", 1)
+    rest = rest[rest.index("\tbar.sync \t0;\n") :]
+    rest = rest.replace(rest[rest.index("\tld.shared") : rest.index("\tbar.sync \t0;\n\tadd.s32 \t%r12")], compute, 1)
+    text = (
+        (head + "$L__loop:\n" + fill + rest)
+        .replace("tile[1280]", "tile[2048]")
+        .replace("mul.lo.s32 \t%r4, %r4, 320;", "shl.b32 \t%r4, %r4, 9;")
+    )
+    twice = any(
+        len(words) != len(set(words))
+        for tid in range(128)
+        for words in ([scale * i + shift + c for i in range(tid, bound, step) for c in offsets],)
+    )
+    return text, moving or twice
+
+
+def test_fuzzed_fill_loops() -> None:
+    """Fixed-seed random fill loops: each one a correct pass must refuse (a trip-dependent bound, a word written
+    twice by a thread) is refused; each other one is pipelined (no false refusal of an affine fill) into what gives
+    the input's bits on the simulator, zero path included."""
+    rng = random.Random(16)
+    for want in ("safe", "moving", "twice") * 6:
+        while True:
+            text, unsafe = _fuzz_fill(rng)
+            kind = "moving" if "%r21" in text else "twice" if unsafe else "safe"
+            if kind == want:
+                break
+        out, report = _pass(text, stages=rng.choice((2, 3)))
+        if kind == "moving":
+            assert out is None and "is skipped on some paths of a trip" in report.skipped[0].reason, text
+        elif kind == "twice":
+            assert out is None and "the same bytes of tile twice" in report.skipped[0].reason, text
+        else:
+            assert out is not None, (report.skipped, text)
+            expected = _simulated(text, trips=3, blocks=1, cut=700)
+            assert _simulated(out, trips=3, blocks=1, cut=700) == expected, text
