@@ -54,7 +54,6 @@ def test_fewer_producers_bit_identical(
             assert differ == dict.fromkeys(functions, 0), (case.label, differ)
 
 
-
 @pytest.fixture(scope="module")
 def pipelines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_pipelines")

@@ -36,7 +36,7 @@ from ptxtool.isa import Mode
 from ptxtool.isa.targets import Target, version
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.passes.warp_roles import async_producers
-from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, stale_slot
+from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, counted, stale_slot
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
@@ -262,8 +262,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     f"producer thread p stages consumer threads p + {32 * producers}j, j < {shares}",
                     *(
                         [
-                            f"producers copy with cp.async: {len(copies)} per consumer thread and trip "
-                            f"({sum(c.zero_fill for c in copies)} zero-filled where the input stored zero), "
+                            f"producers copy with cp.async: {counted(copies, 'per consumer thread and trip')}, "
+                            f"{sum(c.zero_fill for c in copies)} zero-filled where the input stored zero, "
                             "arriving on full[slot] as they land (cp.async.mbarrier.arrive.noinc)"
                         ]
                         if copies
@@ -314,8 +314,8 @@ def _pipeline(
     rewrite = Rewrite(
         function.name,
         function.line,
-        f"{len(copies)} ld.global+st.shared per trip",
-        f"{len(copies)} cp.async, {stages - 1} trips ahead",
+        counted(copies, "ld.global+st.shared per trip"),
+        f"{counted(copies, 'cp.async per trip')}, {stages - 1} trips ahead",
         (
             f"pipeline: {stages}-slot cp.async ring of {stage_bytes} bytes per slot, the block unchanged",
             f"{len(copies)} staging stores became cp.async ({filled} zero-filled where the input stored zero)",

@@ -41,6 +41,7 @@ class AsyncCopy:
     size: int
     zeros: tuple[int, ...] = ()
     select: int | None = None
+    looped: bool = False  # in a fill loop: issued once per inner trip
 
     @property
     def source(self) -> str:
@@ -239,7 +240,7 @@ class _Converter:
                 return f"the value {store.mnemonic} stores at line {line} is loaded on some paths only"
             if not all(self.zero(d, key, set()) for d in zeros):
                 return f"the value {store.mnemonic} stores at line {line} is the load or a value other than zero"
-            return AsyncCopy(number, loads[0], store_at, size, zeros)
+            return AsyncCopy(number, loads[0], store_at, size, zeros, looped=self.in_inner_loop(store_at))
         if len(defs) == 1 and isa.family(chosen := self.ops[defs[0]].instruction) == "selp":
             return self.selected(number, store_at, defs[0], chosen, size)
         return f"the value {store.mnemonic} stores at line {line} is not only loaded from global memory"
@@ -319,7 +320,7 @@ class _Converter:
         for key in keys:
             if isinstance(found := self.load(at, key, size), str):
                 return found
-        return AsyncCopy(number, at, store_at, size)
+        return AsyncCopy(number, at, store_at, size, looped=self.in_inner_loop(store_at))
 
     def selected(self, number: int, store_at: int, at: int, selp: ast.Instruction, size: int) -> AsyncCopy | str:
         """`selp %v, %loaded, 0, %p` (or `0, %loaded`): the copy reads where the load is chosen."""
@@ -341,7 +342,7 @@ class _Converter:
                 return f"the load {selp.mnemonic} selects at line {line} is outside the staging part"
             if isinstance(why := self.load(defs[0], key, size), str):
                 return why
-            return AsyncCopy(number, defs[0], store_at, size, select=at)
+            return AsyncCopy(number, defs[0], store_at, size, select=at, looped=self.in_inner_loop(store_at))
         return f"{selp.mnemonic} at line {line} selects no global load"
 
     def key_def(self, at: int, operand: ast.Operand) -> str | None:
@@ -507,6 +508,13 @@ class _Converter:
         never between the two)."""
         staging = self.found.staging
         return all(d < 0 or d not in staging or (d < min(stores) and not self.in_inner_loop(d)) for d in place.defs)
+
+
+def counted(copies: tuple[AsyncCopy, ...], per: str) -> str:
+    """The report's count of copies: `8 cp.async per trip`, or with fill loops `14 cp.async per trip (8 in fill
+    loops, once per inner trip)`."""
+    looped = sum(c.looped for c in copies)
+    return f"{len(copies)} {per}" + (f" ({looped} in fill loops, once per inner trip)" if looped else "")
 
 
 def _overlapping(writes: list[Write]) -> tuple[Write, Write] | None:
