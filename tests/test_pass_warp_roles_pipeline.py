@@ -282,7 +282,10 @@ def test_pipeline_needs_cp_async_targets() -> None:
     for target in ("sm_75", "sm_70"):
         text = STAGED.replace(".target sm_90", f".target {target}")
         out, report = _pipeline(text)
-        assert out is None and "the pipeline needs sm_80" in report.skipped[0].reason
+        assert out is None and report.skipped[0].reason == (
+            "the pipeline would write cp.async.ca.shared.global: instruction 'cp.async' is not available on "
+            f".target {target} (needs sm_80 or later)"
+        )
 
 
 def test_pipeline_assembles_for_sm_80() -> None:

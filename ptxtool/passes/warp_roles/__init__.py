@@ -33,7 +33,7 @@ from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
 from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
 from ptxtool.isa import Mode
-from ptxtool.isa.targets import Target, version
+from ptxtool.isa.targets import Target
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.passes.warp_roles import async_producers
 from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, stale_slot
@@ -177,15 +177,15 @@ def _split(
     return split
 
 
-def _unwritable(forms: Forms, before: ast.Function, after: ast.Function) -> str | None:
-    """The first instruction of the split that the file's .version or .target does not allow, in one line (the ISA
-    tables decide: mbarrier and cp.async need sm_80, test_wait's .parity PTX ISA 7.1, ...); what the input uses
-    already is the file's own business."""
+def _unwritable(forms: Forms, before: ast.Function, after: ast.Function, variant: str) -> str | None:
+    """The first instruction of the `variant`'s output that the file's .version or .target does not allow, in one
+    line (the ISA tables decide: mbarrier and cp.async need sm_80, test_wait's .parity PTX ISA 7.1, ...); what the
+    input uses already is the file's own business."""
     assert before.body is not None and after.body is not None
     known = frozenset(r.what for i in ast.instructions(before.body) for r in isa.requirements(i))
     for i in ast.instructions(after.body):
         if why := forms.unmet(i, known):
-            return f"the split would write {i.mnemonic}: {why}"
+            return f"the {variant} would write {i.mnemonic}: {why}"
     return None
 
 
@@ -205,7 +205,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             continue
         why = _unsupported(module, settings, arch)
         if settings.variant == "pipeline" and not why:
-            done = _pipeline(module, item, settings)
+            assert forms is not None  # _unsupported refuses a file without an sm_ target
+            done = _pipeline(module, item, settings, forms)
             if isinstance(done, Refusal):
                 report.skipped.append(Skip(item.name, done.line, "warp-roles", done.reason))
             else:
@@ -261,7 +262,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         moved = plan if isinstance(plan, RegisterSplit) else None
         assert forms is not None  # _unsupported refuses a file without an sm_ target
         split = _split(item, found, settings, shares, forms, moved, copies)
-        if why := _unwritable(forms, item, split):
+        if why := _unwritable(forms, item, split, "split"):
             report.skipped.append(Skip(item.name, item.line, "warp-roles", why))
             continue
         new_items[at] = split
@@ -303,7 +304,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
 
 
 def _pipeline(
-    module: ast.Module, function: ast.Function, settings: RoleSettings
+    module: ast.Module, function: ast.Function, settings: RoleSettings, forms: Forms
 ) -> tuple[ast.Function, Rewrite] | Refusal:
     """The kernel pipelined S - 1 trips deep with cp.async (pipeline.py, copies.py), or why not."""
     cfg = build_cfg(function)
@@ -328,6 +329,8 @@ def _pipeline(
     wide = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}.__contains__
     stages = settings.stages
     out = pipelined(function, found, copies, stages, stage_bytes, ring_names, wide, cfg)
+    if why := _unwritable(forms, function, out, "pipeline"):
+        return Refusal(function.name, function.line, why)
     filled = sum(c.zero_fill for c in copies)
     rewrite = Rewrite(
         function.name,
@@ -392,11 +395,6 @@ def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None
         return f"unknown variant {settings.variant!r} ({', '.join(VARIANTS)})"
     if settings.stages < 2 or settings.stages > 16:
         return f"stages must be 2..16, not {settings.stages}"
-    if settings.variant == "pipeline":
-        ptx = version(module.version or "")
-        if arch is None or arch.number < 80 or ptx is None or ptx < (7, 0):
-            return "the pipeline needs sm_80 or later and PTX ISA 7.0 (cp.async)"
-        return None
     if arch is None:
-        return "the file names no sm_ .target: the split's instructions cannot be checked against it"
+        return "the file names no sm_ .target: what the pass writes cannot be checked against it"
     return None
