@@ -15,11 +15,12 @@ becomes, for consumers (%tid.x < N)
     $L: <slot, parity of trip k>;  mbarrier.try_wait.parity [full+8*slot] (loop);
         add %wr_a, %r11, slot*T;  ld.shared.f32 %f3, [%wr_a];  fma...;  mbarrier.arrive [empty+8*slot];  add...
 
-and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
-the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
-consumers' code become `bar.sync 1, N`. The split-async variant's producers stage with cp.async and arrive when
-their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has
-every thread stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
+and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into the
+slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the consumers' code
+become `bar.sync 1, N`. Below sm_90 the waits are test_wait, and every instruction written is checked against the file's
+.version/.target in the ISA tables (emit.Forms). The split-async variant's producers stage with cp.async and arrive when
+their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has every thread
+stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
 """
 
 from __future__ import annotations
