@@ -129,8 +129,8 @@ class Forms:
     target: Target
     ptx: Version
     targets: tuple[Target, ...]
-    wait: str = "try_wait"
-    space: str = "shared::cta"
+    wait: str
+    space: str
 
     @classmethod
     def of(cls, module: ast.Module, target: Target) -> Forms:
