@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
+from ptxtool.isa.targets import Target
 from ptxtool.toolchain.compile import cache_dir
 from ptxtool.toolchain.discover import find_tool, run_tool
 
@@ -115,8 +116,8 @@ MBARRIER_SASS: dict[int, MbarrierSass] = {
 
 def mbarrier_sass(arch: str) -> MbarrierSass | None:
     """The mbarrier marks of the SASS generation of target `arch` (`sm_86`), or None below sm_80 (no mbarrier)."""
-    match = re.fullmatch(r"sm_(\d+)[af]?", arch)
-    number = int(match[1]) if match else 0
+    target = Target.parse(arch)
+    number = target.number if target else 0
     generation = max((g for g in MBARRIER_SASS if g <= number), default=None)
     return MBARRIER_SASS[generation] if generation is not None else None
 
