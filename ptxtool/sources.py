@@ -7,11 +7,11 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location, UsageError
+from ptxtool.syntax.records import finish, record
 
 if TYPE_CHECKING:  # the parser is imported by parse_source: `ptxtool --help` and GPU-only commands skip it
     from ptxtool.syntax import ast
@@ -23,7 +23,7 @@ _BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), f
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Source:
     """An input file's name (`<stdin>` for `-`) and its text; a binary input (a .cubin) has its bytes instead."""
 
@@ -41,7 +41,7 @@ class Source:
         return self.path.endswith(CUDA_SUFFIXES)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unreadable:
     """An input that could not be read, and why: the services report it in input order beside the others."""
 
@@ -51,6 +51,9 @@ class Unreadable:
     @property
     def display(self) -> str:
         return "<stdin>" if self.path == STDIN else self.path
+
+
+finish((Source, Unreadable))
 
 
 def read_inputs(paths: Sequence[str], *, cuda: bool = False, binary: bool = False) -> list[Source | Unreadable]:

@@ -30,20 +30,30 @@ def record(cls: type) -> type:
     return _record(cls)
 
 
+class _Factory:
+    """The default of a field with a `default_factory`: the factory is called when no value is given."""
+
+    def __repr__(self) -> str:
+        return "<factory>"  # as dataclass shows it in the signature
+
+
 def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
     """The source of one class's methods, each named `<tag>_<method>`; defaults go into `namespace`."""
     own = fields(cls)
     params, keywords, body = [], [], []
     for f in own:
+        value = f.name
         if f.default_factory is not MISSING:
-            raise TypeError(f"{cls.__name__}.{f.name}: default_factory is not supported")
-        if f.default is MISSING:
+            namespace[f"{tag}_f_{f.name}"] = f.default_factory
+            param = f"{f.name}=_factory"
+            value = f"{tag}_f_{f.name}() if {f.name} is _factory else {f.name}"
+        elif f.default is MISSING:
             param = f.name
         else:
             namespace[f"{tag}_d_{f.name}"] = f.default
             param = f"{f.name}={tag}_d_{f.name}"
         (keywords if f.kw_only else params).append(param)
-        body.append(f"    _set(self, {f.name!r}, {f.name})")
+        body.append(f"    _set(self, {f.name!r}, {value})")
     signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
     compared = "".join(f"self.{f.name}," for f in own if f.compare)
     other = "".join(f"other.{f.name}," for f in own if f.compare)
@@ -71,6 +81,9 @@ def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
     )
 
 
+_FACTORY = _Factory()
+
+
 def _setattr(self: object, name: str, value: object) -> None:
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
@@ -81,7 +94,7 @@ def _delattr(self: object, name: str) -> None:
 
 def finish(classes: tuple[type, ...]) -> None:
     """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`, compiled together."""
-    namespace: dict[str, object] = {"_set": object.__setattr__, "__name__": classes[0].__module__}
+    namespace: dict[str, object] = {"_set": object.__setattr__, "_factory": _FACTORY, "__name__": classes[0].__module__}
     tagged = [(cls, f"_{n}") for n, cls in enumerate(classes)]
     source = "".join(_methods(cls, tag, namespace) for cls, tag in tagged)
     exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
