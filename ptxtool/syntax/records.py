@@ -18,7 +18,7 @@ import zlib
 from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
 from types import CodeType
 
-from ptxtool.cache import cache_location
+from ptxtool.cache import cache_directory
 
 _record = dataclass(slots=True, init=False, repr=False, eq=False)
 
@@ -110,12 +110,13 @@ def finish(classes: tuple[type, ...]) -> None:
 def _compiled(source: str, name: str) -> CodeType:
     """The code of `source`: from the cache when it holds this very source compiled by this very Python, else
     compiled now and cached (a missing, stale or unreadable entry is rewritten; no cache: compiled each run)."""
-    directory, why = cache_location()
+    directory, why = cache_directory()
     key = f"{zlib.crc32(source.encode()):08x}-{sys.implementation.cache_tag}"
-    path = directory / f"records-{key}.marshal" if directory is not None and why is None else None
+    path = os.path.join(directory, f"records-{key}.marshal") if directory is not None and why is None else None
     if path is not None:
         try:
-            version, cached_source, code = marshal.loads(path.read_bytes())
+            with open(path, "rb") as f:
+                version, cached_source, code = marshal.loads(f.read())
             if version == sys.version and cached_source == source and isinstance(code, CodeType):
                 return code
         except Exception:  # noqa: BLE001 - missing, unreadable, from another version: compile and rewrite it
@@ -125,8 +126,8 @@ def _compiled(source: str, name: str) -> CodeType:
         import tempfile  # only here: a run that finds its code never needs it
 
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".records-", suffix=".tmp")
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".records-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
                 f.write(marshal.dumps((sys.version, source, code)))
             os.replace(tmp, path)
