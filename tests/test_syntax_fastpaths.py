@@ -300,6 +300,24 @@ _STATEMENTS = [
     ".reg .b32 %r<9>;",
     ".loc 1 2 3",
     "mov.u32 %r1,\n\t%r2;",
+    # declarations and `.loc` lines: the plain ones are taken whole too (issue 12), the others token by token
+    ".reg .pred \t%p<5>;",
+    ".reg .b64 %rd1, %rd2 ,%rd3;",
+    ".param .b64 param0;",
+    ".local .align 4 .b8 __local_depot9[256];",
+    ".shared .align 16 .b8 tile[2][ 64 ];",
+    ".reg .b32 %r < 0x10 >;",
+    ".reg .b8 x[];",
+    ".local .align .b8 y[4];",
+    ".reg .u32 z = 1;",
+    ".reg.b32 glued;",
+    ".reg .b32 %r1; // trailing",
+    ".reg /* inside */ .b32 %r2;",
+    ".reg .v2 .f32 v;",
+    ".loc\t2 105 0",
+    ".loc 1 4 0 // trailing",
+    ".loc 1 0x1F 2",
+    ".loc 1 5 3, function_name $L__info_string0, inlined_at 1 2 3",
 ]
 _KERNEL_HEAD = HEAD + ".global .u32 s;\n.func (.param .b32 r) f(.param .b32 a)\n{\n\tret;\n}\n.visible .entry k()\n{\n"
 
@@ -325,10 +343,10 @@ def _both_ways(text: str) -> tuple[object, object]:
     driver, _, build, _ = _parser()
     parse_tokens = driver.parse
     results = []
-    for whole_line in (build.instruction_line, None):
+    for whole_lines in (build.whole_lines, None):
 
-        def run(tokens, recover, _=None, whole_line=whole_line):
-            return parse_tokens(tokens, recover, whole_line)
+        def run(tokens, recover, _=None, whole_lines=whole_lines):
+            return parse_tokens(tokens, recover, whole_lines)
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(driver, "parse", run)
@@ -347,7 +365,7 @@ def test_whole_instruction_lines_build_the_tree_token_by_token_builds() -> None:
     assert fast == slow
     assert isinstance(parse(text), ast.Module)  # the premise: valid, so the trees are compared
     _, _, build, _ = _parser()
-    assert build.line_match is not None  # and the fast path ran
+    assert None not in (build.line_match, build.declaration_match, build.loc_match)  # and the fast paths ran
 
 
 def test_broken_lines_report_the_errors_token_by_token_reports() -> None:

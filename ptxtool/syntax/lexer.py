@@ -256,6 +256,26 @@ class PtxLexer:
             if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
             else None
         )
+        # A one-line declaration of the forms compilers write in a body (`.reg .b32 %r<9>;`, `.param .b64 p;`,
+        # `.local .align 4 .b8 d[256];`): words apart (only `.align` takes a number), then names with an optional
+        # `<count>` and integer dimensions; no initializer (groups: words, declarators). The parser checks that no
+        # word is a keyword.
+        declarator = rf"{word}(?:[ \t]*+<[ \t]*+(?:{number})[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{number})?[ \t]*+\])*+"
+        self.declaration_line = (
+            rf"((?:(?:\.align[ \t]++(?:{number})|{by_name['DOTWORD']})[ \t]++)++)"
+            rf"({declarator}(?:[ \t]*+,[ \t]*+{declarator})*+)[ \t]*+;"
+            if self.instruction_line is not None
+            else None
+        )
+        # `.loc FILE LINE COLUMN` alone on its line (groups: the numbers), where the next token (after blanks and
+        # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
+        self.loc_line = (
+            rf"\.loc[ \t]++({number})[ \t]++({number})[ \t]++({number})[ \t]*+(?=[\n/])"
+            r"(?=(?:[ \t\r\n]++|//[^\n]*+)*+"
+            r"(?:[A-Za-z_$@{}]|%[A-Za-z0-9_$]|\.(?!(?:section|entry|func)(?![A-Za-z0-9_$:]))[A-Za-z_$]))"
+            if self.instruction_line is not None
+            else None
+        )
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""

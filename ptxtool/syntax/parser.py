@@ -174,7 +174,7 @@ def _canonical_items(items: str) -> str:
     return items
 
 
-LINE_AFTER = 64  # statements before instruction_line compiles its pattern (some milliseconds) and starts
+LINE_AFTER = 64  # statements before the whole-line patterns are compiled (some milliseconds) and start
 _OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
 _DIGITS = frozenset("0123456789")
 _NUMBER_STARTS = frozenset("-.0123456789")
@@ -193,9 +193,20 @@ class _Build:
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.line_pattern = ""  # the lexer's, for instruction_line (compiled on first use)
+        # the lexer's patterns for instruction_line, declaration_line and loc_line, each compiled on first use
+        self.line_pattern = self.declaration_pattern = self.loc_pattern = ""
         self.line_match: Callable[[str, int], re.Match | None] | None = None
+        self.declaration_match: Callable[[str, int], re.Match | None] | None = None
+        self.loc_match: Callable[[str, int], re.Match | None] | None = None
+        self.keywords: dict[str, str] = {}  # the lexer's: a word that is one is no attribute
         self.offers = 0
+        # what the driver offers a statement's first token to, by its terminal
+        self.whole_lines = {
+            "WORD": self.instruction_line,
+            "AT": self.instruction_line,
+            "DOTWORD": self.declaration_line,
+            "LOC": self.loc_line,
+        }
 
     def reset(self, session: LexSession) -> None:
         self.session = session
@@ -550,14 +561,19 @@ class _Build:
             message = f"unexpected directive '{word.value}' after an opcode: a declaration word, not a modifier"
         self.session.errors.append(LexError(line, column, message))
 
+    def _warm(self) -> bool:
+        """Whether the whole-line patterns are worth compiling: once a text has this many statements (a small file
+        would not pay them back)."""
+        self.offers += 1
+        return self.offers >= LINE_AFTER
+
     def instruction_line(self, token: Token) -> ast.Instruction | ast.Label | None:
         """The instruction, or the label, that `token` (a name or `@`) begins, if the whole of it up to its `;` or
         `:` is on this line in the plain forms the lexer's `instruction_line` pattern takes: built from the same words
         by the same methods as the token-by-token path; the lexer goes on after it. None for any other statement."""
         match = self.line_match
-        if match is None:  # compiled once a text has this many statements: a small file would not pay it back
-            self.offers += 1
-            if self.offers < LINE_AFTER:
+        if match is None:
+            if not self._warm():
                 return None
             match = self.line_match = re.compile(self.line_pattern).match
         session = self.session
@@ -591,6 +607,54 @@ class _Build:
                 else:
                     children.append(self._name(item))
         return self.instruction(*children)
+
+    def declaration_line(self, token: Token) -> ast.Declaration | None:
+        """The declaration that `token` (a word such as `.reg`) begins, if the whole of it is on this line in the
+        forms the lexer's `declaration_line` pattern takes: the node `declaration` builds from the same words."""
+        match = self.declaration_match
+        if match is None:
+            if not self._warm():
+                return None
+            match = self.declaration_match = re.compile(self.declaration_pattern).match
+        session = self.session
+        found = match(session.text, token.start_pos)
+        if found is None:
+            return None
+        words, declarators = found.groups()
+        attributes: list[ast.Attribute] = []
+        for word in words.split():
+            if word[0] != ".":  # the number of the `.align` before it
+                attributes[-1] = ast.Attribute(".align", number=self._imm(word))
+            elif word in self.keywords:  # another token (`.entry`), not an attribute
+                return None
+            else:
+                attributes.append(ast.Attribute(word))
+        nodes = []
+        for text in declarators.split(","):  # checked by the pattern: `name<count>[size]...`
+            head, *sizes = text.split("[")
+            name, _, count = head.partition("<")
+            dims = tuple(self._imm(size) if (size := s.rstrip(" \t]").lstrip(" \t")) else None for s in sizes)
+            nodes.append(ast.Declarator(name.strip(" \t"), self._imm(count.strip(" \t>")) if count else None, dims))
+        session.prev_line = token.line
+        session.resume_at = found.end()
+        line = token.line
+        return ast.Declaration(tuple(attributes), tuple(nodes), line=line, column=token.column, end_line=line)
+
+    def loc_line(self, token: Token) -> ast.Directive | None:
+        """The `.loc` directive that `token` begins, if it stands alone on its line as the lexer's `loc_line` pattern
+        takes it: the node `d_loc` builds from the same numbers."""
+        match = self.loc_match
+        if match is None:
+            if not self._warm():
+                return None
+            match = self.loc_match = re.compile(self.loc_pattern).match
+        session = self.session
+        found = match(session.text, token.start_pos)
+        if found is None:
+            return None
+        session.prev_line = token.line
+        session.resume_at = found.end()
+        return self.d_loc(token, *found.groups())
 
     def guard(self, word):
         return ast.Guard(self._name(word))
@@ -680,6 +744,9 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
     lexer = PtxLexer(grammar.terminals, grammar.ignore)
     build.line_pattern = lexer.instruction_line or ""
+    build.declaration_pattern = lexer.declaration_line or ""
+    build.loc_pattern = lexer.loc_line or ""
+    build.keywords = lexer.keywords
     return Driver(grammar, build), lexer, build, spellings
 
 
@@ -726,8 +793,8 @@ def parse(text: str) -> ast.Module:
     try:
         with _lock:
             build.reset(session)
-            whole_line = build.instruction_line if lexer.instruction_line is not None else None
-            module = driver.parse(lexer.tokens(text, session), recover, whole_line)
+            whole_lines = build.whole_lines if lexer.instruction_line is not None else None
+            module = driver.parse(lexer.tokens(text, session), recover, whole_lines)
     except _GiveUp as stop:
         issues.append(stop.issue)
         module = None
