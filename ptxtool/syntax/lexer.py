@@ -263,14 +263,15 @@ class PtxLexer:
         declarator = rf"{word}(?:[ \t]*+<[ \t]*+(?:{number})[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{number})?[ \t]*+\])*+"
         self.declaration_line = (
             rf"((?:(?:\.align[ \t]++(?:{number})|{by_name['DOTWORD']})[ \t]++)++)"
-            rf"({declarator}(?:[ \t]*+,[ \t]*+{declarator})*+)[ \t]*+;"
+            rf"((?:{declarator}(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++)[ \t]*+;"
             if self.instruction_line is not None
             else None
         )
-        # `.loc FILE LINE COLUMN` alone on its line (groups: the numbers), where the next token (after blanks and
+        # `.loc FILE LINE COLUMN` alone on its line (group: the numbers), where the next token (after blanks and
         # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
+        # (Each terminal's pattern once in each pattern: compiling them is start-up time.)
         self.loc_line = (
-            rf"\.loc[ \t]++({number})[ \t]++({number})[ \t]++({number})[ \t]*+(?=[\n/])"
+            rf"\.loc((?:[ \t]++(?:{number})){{3}})[ \t]*+(?=[\n/])"
             r"(?=(?:[ \t\r\n]++|//[^\n]*+)*+"
             r"(?:[A-Za-z_$@{}]|%[A-Za-z0-9_$]|\.(?!(?:section|entry|func)(?![A-Za-z0-9_$:]))[A-Za-z_$]))"
             if self.instruction_line is not None

@@ -654,7 +654,7 @@ class _Build:
             return None
         session.prev_line = token.line
         session.resume_at = found.end()
-        return self.d_loc(token, *found.groups())
+        return self.d_loc(token, *found[1].split())
 
     def guard(self, word):
         return ast.Guard(self._name(word))
