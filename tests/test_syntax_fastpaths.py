@@ -371,6 +371,7 @@ def test_whole_instruction_lines_build_the_tree_token_by_token_builds() -> None:
 def test_broken_lines_report_the_errors_token_by_token_reports() -> None:
     rng = random.Random(22)
     edits = [";", ",", "{", "}", "[", "]", "@", "!", "-", "+", ":", " ", "\n", "x", "1", ".f32", "//", "\v"]
+    edits += ["\n\n", "\n}\n{\n", ".loc 1 2 3\n", ".entry", "<", "/*"]  # runs of lines taken whole end anywhere
     for _ in range(60):
         lines = ["\t" + rng.choice(_STATEMENTS) for _ in range(120)]
         for _ in range(rng.randrange(1, 4)):

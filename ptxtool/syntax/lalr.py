@@ -192,7 +192,9 @@ class Driver:
                         if line.__class__ is int and len(stack) < MAX_DEPTH - 64:
                             node = whole_line(token)
                             if node is not None:
-                                action, token = line, node
+                                stack.append(line)
+                                values.append(node)
+                                break
                     stack.append(action)
                     values.append(token)
                     break

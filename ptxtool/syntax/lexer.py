@@ -353,8 +353,13 @@ class PtxLexer:
                             body_after_comments = re.compile(commented_brace).match(text, last_end) is not None
                     previous = kind
                     yield token
-                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself
-                        position = last_end = session.resume_at
+                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself,
+                        position = session.resume_at  # and maybe the lines after it
+                        newlines = count("\n", last_end, position)
+                        if newlines:
+                            line += newlines
+                            line_start = rfind("\n", last_end, position) + 1
+                        last_end = position
                         session.resume_at, previous = 0, "SEMICOLON"
                         break
                 if position is not None:
