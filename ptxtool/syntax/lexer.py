@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ptxtool.syntax.patterns import compiled
 from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Terminal
 
@@ -86,9 +87,9 @@ def section_span(text: str, at: int) -> tuple[int, tuple[str, bool]] | None:
         return None  # the ordinary path
     body = text[start:close]
     if ",," not in body and " ," not in body and ",\n" not in body:
-        if re.fullmatch(_FLUSH_BODY, body):
+        if compiled(_FLUSH_BODY).fullmatch(body):
             return close + 1, (body.strip(" \t\n"), True)
-        if re.fullmatch(_PLAIN_BODY, body):
+        if compiled(_PLAIN_BODY).fullmatch(body):
             return close + 1, (re.sub(_INDENT, "", body.strip(" \t\n")), True)
     parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
@@ -236,7 +237,7 @@ class PtxLexer:
         first = ("WORD", "COMMENT", "OPEN_COMMENT", "PUNCT")
         order = [*first, *(name for name in alternatives if name not in first)]
         body = "|".join(alternatives[name] for name in order)
-        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
+        self.master = compiled(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
         # A one-line instruction whose operands are names, integers, hexadecimal floats (as compilers write them; a
         # decimal one goes token by token), `[base+offset]` addresses or vectors of names, or
         # a label, in the terminals' own patterns, so that it is the same tokens the master pattern finds (groups:
