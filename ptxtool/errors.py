@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from ptxtool.syntax.records import finish, record
+from ptxtool.records import finish, record
 
 EXIT_OK = 0
 EXIT_FOUND = 1  # the command ran and found something: a file would change, findings, failed verification

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location, UsageError
-from ptxtool.syntax.records import finish, record
+from ptxtool.records import finish, record
 
 if TYPE_CHECKING:  # the parser is imported by parse_source: `ptxtool --help` and GPU-only commands skip it
     from ptxtool.syntax import ast

@@ -193,7 +193,7 @@ def test_fast_paths_do_not_scan_to_a_far_end_again_and_again(unit: str) -> None:
 def test_a_record_without_a_docstring_is_made_without_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
     """dataclass writes a missing docstring from inspect.signature, which for a record (no __init__ yet) tokenizes
     object's signature: compiling tokenize's pattern cost every command 10 ms of start-up."""
-    from ptxtool.syntax.records import finish, record
+    from ptxtool.records import finish, record
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("inspect.signature called")

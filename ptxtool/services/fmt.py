@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import field
 
 from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, Diagnostic, InputError, UsageError
+from ptxtool.records import finish, record
 from ptxtool.sources import STDIN, Source, Unreadable, parse_source, write_atomic
-from ptxtool.syntax.records import finish, record
 
 
 @record

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ptxtool.records import finish, record
 from ptxtool.syntax.lexer import Token
-from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from ptxtool.records import finish, record
 from ptxtool.syntax.patterns import compiled
-from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Terminal
 
 

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
+from ptxtool.records import finish, record
 from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.patterns import compiled
 from ptxtool.syntax.printer import inline
-from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
 # ---------------------------------------------------------------- errors

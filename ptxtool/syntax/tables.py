@@ -14,7 +14,7 @@ import zlib
 from functools import cache
 
 from ptxtool.cache import cache_directory
-from ptxtool.syntax.records import finish, record
+from ptxtool.records import finish, record
 
 # in the wheel, and linked in a checkout (paths as strings: a run that finds its tables never imports pathlib)
 GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "grammar", "ptx.lark")
