@@ -337,7 +337,11 @@ def _optimize_summary(result) -> str:
     c = result.checks
     if c.roles:  # warp-roles: verified as a whole, not per instruction
         return " · ".join(
-            (head, "ptxas ok", f"SASS of {c.roles} warp-role kernel(s) shows the ring (SYNCS; LDGSTS, DEPBAR)")
+            (
+                head,
+                "ptxas ok",
+                f"SASS of {c.roles} warp-role kernel(s) shows the ring (mbarrier waits and arrivals; LDGSTS, DEPBAR)",
+            )
         )
     parts = [head, "ptxas ok"]
     if retuned:
