@@ -84,15 +84,3 @@ def test_a_kept_pattern_is_the_one_re_compiles(tmp_path: Path, monkeypatch) -> N
         for text in samples:
             assert [m.span(0) for m in loaded.finditer(text)] == [m.span(0) for m in reference.finditer(text)]
             assert [m.groups() for m in loaded.finditer(text)] == [m.groups() for m in reference.finditer(text)]
-
-
-def test_the_file_keeps_a_bounded_number_of_programs(tmp_path: Path, monkeypatch) -> None:
-    """Patterns of grammars edited since are dropped once the file holds too many: it is read on every run."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(patterns, "_MOST", 3)
-    for k in range(8):
-        monkeypatch.setattr(patterns, "_known", {})
-        monkeypatch.setattr(patterns, "_kept", None)
-        assert patterns.compiled(f"a{{{k}}}b").fullmatch("a" * k + "b")
-    monkeypatch.setattr(patterns, "_kept", None)
-    assert 1 <= len(patterns._read()) <= 3 and ("a{7}b", 0) in patterns._read()

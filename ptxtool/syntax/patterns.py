@@ -17,7 +17,6 @@ import sys
 
 from ptxtool.cache import cache_directory
 
-_MOST = 32  # programs in the file (this code uses eight)
 _known: dict[tuple[str, int], re.Pattern[str]] = {}
 _kept: dict[tuple[str, int], tuple] | None = None  # the cache file's programs, read on first use
 
@@ -85,14 +84,11 @@ def _program(pattern: str, flags: int) -> tuple | None:
 def _compile_and_keep(key: tuple[str, int]) -> re.Pattern[str]:
     """`re.compile`'s pattern; its program kept for next time, when there is a cache and `re`'s internals give what
     `re` itself made."""
-    global _kept
     made = re.compile(*key)
     path = _path()
     program = _program(*key) if path is not None and _kept is not None else None
     if program is not None and program[0] == made.flags and program[3] == made.groupindex:
         _kept[key] = program
-        if len(_kept) > _MOST:  # patterns of grammars edited since: keep those this run uses
-            _kept = {k: v for k, v in _kept.items() if k in _known or k == key}
         _write(path, _kept)
     return made
 
