@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterator
 
 from ptxtool.records import finish, record
-from ptxtool.syntax.patterns import compiled
 from ptxtool.syntax.tables import Terminal
 
 
@@ -87,9 +86,9 @@ def section_span(text: str, at: int) -> tuple[int, tuple[str, bool]] | None:
         return None  # the ordinary path
     body = text[start:close]
     if ",," not in body and " ," not in body and ",\n" not in body:
-        if compiled(_FLUSH_BODY).fullmatch(body):
+        if re.fullmatch(_FLUSH_BODY, body):
             return close + 1, (body.strip(" \t\n"), True)
-        if compiled(_PLAIN_BODY).fullmatch(body):
+        if re.fullmatch(_PLAIN_BODY, body):
             return close + 1, (re.sub(_INDENT, "", body.strip(" \t\n")), True)
     parts = re.split(_ITEM_SPLIT, body)
     blanks = parts[0::2]
@@ -237,7 +236,7 @@ class PtxLexer:
         first = ("WORD", "COMMENT", "OPEN_COMMENT", "PUNCT")
         order = [*first, *(name for name in alternatives if name not in first)]
         body = "|".join(alternatives[name] for name in order)
-        self.master = compiled(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
+        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
         # A one-line instruction whose operands are names, integers, hexadecimal floats (as compilers write them; a
         # decimal one goes token by token), `[base+offset]` addresses or vectors of names, or
         # a label, in the terminals' own patterns, so that it is the same tokens the master pattern finds (groups:

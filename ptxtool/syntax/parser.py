@@ -19,7 +19,6 @@ from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
-from ptxtool.syntax.patterns import compiled
 from ptxtool.syntax.printer import inline
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
@@ -573,7 +572,7 @@ class _Build:
         if self.offers < LINE_AFTER:
             return False
         if self.gap_match is None:
-            self.gap_match = compiled(_LINE_GAP).match
+            self.gap_match = re.compile(_LINE_GAP).match
         return True
 
     def instruction_line(self, token: Token) -> object | None:
@@ -584,7 +583,7 @@ class _Build:
         if self.line_match is None:
             if not self._warm():
                 return None
-            self.line_match = compiled(self.line_pattern).match
+            self.line_match = re.compile(self.line_pattern).match
         return self._run(self._instruction(token.start_pos, token.line, token.column, token), token.line)
 
     def declaration_line(self, token: Token) -> object | None:
@@ -593,7 +592,7 @@ class _Build:
         if self.declaration_match is None:
             if not self._warm():
                 return None
-            self.declaration_match = compiled(self.declaration_pattern).match
+            self.declaration_match = re.compile(self.declaration_pattern).match
         return self._run(self._declaration(token.start_pos, token.line, token.column), token.line)
 
     def loc_line(self, token: Token) -> object | None:
@@ -602,7 +601,7 @@ class _Build:
         if self.loc_match is None:
             if not self._warm():
                 return None
-            self.loc_match = compiled(self.loc_pattern).match
+            self.loc_match = re.compile(self.loc_pattern).match
         return self._run(self._loc(token.start_pos, token.line, token.column), token.line)
 
     def _run(self, built: tuple[object, int] | None, line: int) -> object | None:

@@ -10,11 +10,11 @@ with the block comments just before it); earlier trailing ones, which cannot sha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from operator import attrgetter
 
 from ptxtool.syntax import ast
-from ptxtool.syntax.patterns import compiled
 
 # ---------------------------------------------------------------- operands and other inline pieces
 # Each inline node becomes a list of pieces: strings and child nodes, which `inline` expands with a stack of its
@@ -80,7 +80,7 @@ def _literals(n: ast.Literals) -> list[Piece]:
     text = n.text
     if text.count(",") < WRAP:
         return ["{" + text.replace(",", ", ") + "}"]
-    rows = compiled("[^,]*+," * WRAP).findall(text)  # all but the last row, each with its comma
+    rows = re.findall("[^,]*+," * WRAP, text)  # all but the last row, each with its comma
     body = "\n\t".join(rows) + "\n\t" + text[sum(map(len, rows)) :]
     return ["{\n\t" + body.replace(",", ", ").replace(", \n", ",\n") + "\n}"]
 
