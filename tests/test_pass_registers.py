@@ -5,6 +5,7 @@ into the input's own text, and (marked `gpu`) the output computes bit for bit wh
 from __future__ import annotations
 
 import importlib.util
+import os
 import types
 from dataclasses import replace
 from itertools import product
@@ -444,10 +445,17 @@ def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
             Source(f"{r['source']}.{v}.ptx", (folder / f"{r['source']}.{v}.ptx").read_text())
             for v in ("input", "registers")
         ]
-        report = run(sources, load_spec(str(spec)), r["kernel"])
-        assert report.verdict == "identical", (r["kernel"], report.verdict)
+        launch = load_spec(str(spec))
+        report = run(sources, launch, r["kernel"])
+        # llm.c's layernorm_backward_kernel8 sums dweight/dbias with float atomics: its spec gives them a tolerance
+        assert report.verdict == ("within_tolerance" if launch.nondeterministic else "identical"), (
+            r["kernel"],
+            report.verdict,
+        )
         checked += 1
     assert checked >= 5  # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least
+    if os.environ.get("PTXTOOL_UPSTREAM"):  # the real kernels the pass changes (benchmarks/registers_upstream.py)
+        assert checked >= 11, "the upstream kernels the pass changes were not all checked"
 
 
 def _dynamic_smem_kernel(uses: bool) -> str:
