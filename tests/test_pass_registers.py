@@ -155,6 +155,30 @@ def test_maxntid_is_lowered_to_the_specs_block_and_never_below() -> None:
             assert prod(c.bounds.maxntid) >= prod(block)
 
 
+def test_minnctapersm_candidates_are_one_per_register_budget_nearest_the_authors() -> None:
+    # 128 threads: 7 blocks give 72 registers, 6 give 80, 5 96, 4 128, 3 168, 2 and 1 all there are
+    assert bounds.relaxations("sm_90", 128, 7) == (6, 5, 4, 3, 2)
+    # 256 threads at 8 blocks (32 registers): 7 blocks give no more registers, so 7 is not worth a compile
+    assert bounds.relaxations("sm_90", 256, 8) == (6, 5, 4, 3, 2, 1)
+    budgets = [bounds._cap_for("sm_90", 0, 64, m) for m in bounds.relaxations("sm_90", 64, 32)]
+    assert len(budgets) <= bounds.MAX_RELAXATIONS and budgets == sorted(set(budgets))  # distinct, loosening
+    assert bounds.relaxations("sm_90", 1024, 2) == (1,) and bounds.relaxations("sm_90", 1024, 1) == ()
+    assert bounds.relaxations("sm_90", None, 8) == (7, 4, 1)  # no block size: 1, m/2, m-1
+
+
+@pytest.mark.usefixtures("ptxas", "no_remat")
+def test_minnctapersm_is_relaxed_only_as_far_as_the_spills_need() -> None:
+    # long_live_ranges promising 9 blocks of 128 threads: 56 registers, 200 B spilled. 8 blocks still spill 16 B,
+    # 7 spill nothing in 72 registers (44 % occupancy); 1, m/2 and m-1 offered only 76 registers (38 %), 4 and 8
+    text = PRESSURE.read_text().replace(".maxntid 1024, 1, 1\n.minnctapersm 2", ".maxntid 128, 1, 1\n.minnctapersm 9")
+    _, out, report = _pass(text)
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    assert k.before.spill_bytes and k.changes == (".minnctapersm 9 -> 7",)
+    assert (k.after.registers, k.after.spill_bytes, k.after.occupancy) == (72, 0, 0.4375)
+    assert {".minnctapersm 9 -> 8", ".minnctapersm 9 -> 2"} <= {t.change for t in k.tried}
+    assert ".minnctapersm 7" in format_module(out)
+
+
 def test_smem_spilling_only_where_the_files_version_and_target_allow() -> None:
     text = PRESSURE.read_text()
     assert bounds.smem_spilling_allowed(parse(text), "sm_90")
