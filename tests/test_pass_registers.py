@@ -477,9 +477,9 @@ def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
             report.verdict,
         )
         checked += 1
-    assert checked >= 5  # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least
-    if os.environ.get("PTXTOOL_UPSTREAM"):  # the real kernels the pass changes (benchmarks/registers_upstream.py)
-        assert checked >= 11, "the upstream kernels the pass changes were not all checked"
+    # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least; with the upstream kernels
+    # (benchmarks/registers_upstream.py) the 11 of llm.c's and ccminer's that the pass changes too
+    assert checked >= (16 if os.environ.get("PTXTOOL_UPSTREAM") else 5)
 
 
 def _dynamic_smem_kernel(uses: bool) -> str:
