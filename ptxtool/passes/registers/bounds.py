@@ -7,7 +7,7 @@ spec uses, never touches `.reqntid` (the launch must use exactly that size), and
 `.version`/`.target` do not allow.
 
     .maxntid 256, 1, 1           .maxntid 256, 1, 1
-    .minnctapersm 8        ->    .minnctapersm 4        (row_reduce32: 32 -> 64 registers, 364 -> 0 B spilled)
+    .minnctapersm 8        ->    .minnctapersm 5        (row_reduce32: 32 -> 48 registers, 364 -> 0 B spilled)
 """
 
 from __future__ import annotations
