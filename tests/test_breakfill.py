@@ -17,7 +17,7 @@ from ptx_sim import Cta, _bits, _Thread, _type
 from ptx_sim_roles import RolesCta, block_threads
 
 from ptxtool.passes.warp_roles import RoleSettings, warp_roles
-from ptxtool.syntax import format_module, parse
+from ptxtool.syntax import ast, format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
 FILL = (Path(__file__).parent / "data" / "warp_roles" / "strided_fill.ptx").read_text()
@@ -29,16 +29,28 @@ SEEDS = range(4)
 
 
 class _More:
-    """The test simulators plus `not.bN`, `abs.sN` and the carry flag (`add.cc`, `addc`), one per thread."""
+    """The test simulators plus `not.bN`, `abs.sN`, the carry flag (`add.cc`, `addc`; one per thread), integer
+    `cvt` and vector `ld`/`st` (`{%f2, %f6}`: consecutive elements of the type)."""
 
     def step(self, t: _Thread, params: dict[str, int], memory: bytearray) -> str | None:
         i = self.linear.ops[t.pc].instruction  # type: ignore[attr-defined]
         kind = _type(i)
         carry = i.opcode == "addc" or (i.opcode == "add" and "cc" in i.modifiers)
-        if not ((i.opcode == "not" and kind != "pred") or i.opcode == "abs" or carry):
+        vector = i.opcode in ("ld", "st") and any(isinstance(x, ast.Vector) for x in i.operands)
+        if not ((i.opcode == "not" and kind != "pred") or i.opcode in ("abs", "cvt") or carry or vector):
             return super().step(t, params, memory)  # type: ignore[misc]
         t.pc += 1
         if i.guard is not None and bool(t.regs.get(i.guard.predicate.text, False)) == i.guard.negated:
+            return None
+        if vector:
+            self.vector(t, i, params, memory)
+            return None
+        if i.opcode == "cvt":
+            bits = _bits(i.modifiers[-1]) or 32
+            value = int(self.value(t, i.operands[1], bits, params))  # type: ignore[attr-defined]
+            if i.modifiers[-1][0] == "s":
+                value = value - (1 << bits) if value >> (bits - 1) else value
+            t.regs[i.operands[0].text] = value & ((1 << (_bits(i.modifiers[-2]) or 32)) - 1)  # type: ignore[union-attr]
             return None
         bits = _bits(kind) or 32
         mask = (1 << bits) - 1
@@ -53,6 +65,22 @@ class _More:
                 t.regs["%__carry"] = out >> bits & 1
         t.regs[i.operands[0].text] = out & mask  # type: ignore[union-attr]
         return None
+
+    def vector(self, t: _Thread, i: ast.Instruction, params: dict[str, int], memory: bytearray) -> None:
+        size = (_bits(_type(i)) or 32) // 8
+        load = i.opcode == "ld"
+        address, registers = (i.operands[1], i.operands[0]) if load else (i.operands[0], i.operands[1])
+        assert isinstance(address, ast.Address) and isinstance(registers, ast.Vector)
+        where = self.address(t, address, params)  # type: ignore[attr-defined]
+        space = self.shared if "shared" in i.modifiers else memory  # type: ignore[attr-defined]
+        for k, x in enumerate(registers.items):
+            at = where + k * size
+            assert 0 <= at and at + size <= len(space), "a vector access out of bounds"
+            if load:
+                t.regs[x.text] = int.from_bytes(space[at : at + size], "little")  # type: ignore[union-attr]
+            else:
+                value = int(self.value(t, x, size * 8, params)) & ((1 << (size * 8)) - 1)  # type: ignore[attr-defined]
+                space[at : at + size] = value.to_bytes(size, "little")
 
 
 class _Cta(_More, Cta):
@@ -182,3 +210,54 @@ def test_addc_control_holds() -> None:
         out, why = _pass(text, variant)
         assert out is not None, why
         _holds(text, variant)
+
+
+# --- an opcode with no operand to read: activemask ----------------------------------------------------------------
+# fills.py evaluates every op of the staging part for every thread; `activemask.b32 %r19` passes integer_word (one
+# b32 type) and arith's fallback reads its first operand, which it has none of: IndexError, `ptxtool optimize`
+# exits 4 ("internal error"). Correct: the value is unknown (not a function of the thread's fixed values), and
+# the kernel is transformed or refused in one line.
+ACTIVEMASK = _planted((STORE, "\tactivemask.b32 \t%r19;\n" + STORE))
+
+
+@_break("fills.py raises IndexError on activemask.b32 (arith reads an operand it has not)")
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_activemask_in_a_fill_loop(variant: str) -> None:
+    _holds(ACTIVEMASK, variant)
+
+
+@_break("`ptxtool optimize --passes warp-roles` exits 4 on activemask.b32 in a fill loop")
+def test_activemask_in_a_fill_loop_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ptxtool.cli import main
+
+    source = tmp_path / "activemask.ptx"
+    source.write_text(ACTIVEMASK)
+    done = CliRunner().invoke(
+        main, ["optimize", str(source), "--passes", "warp-roles", "--variant", "pipeline", "-o", str(tmp_path / "o")]
+    )
+    assert done.exit_code in (0, 1), done.output
+
+
+# --- a buffer's address minus a constant, read back with a positive offset ---------------------------------------
+# thread_values.arith masks the integer it carries with a buffer's symbol to the register's width, so tile + 4i -
+# 4096 is held as tile + (2^32 - 4096 + 4i); fills.FillTrace.store then adds the address's `+4096` unmasked: the
+# second store's word is tile + 2^32 + 4i to the overlap check, tile + 4i (the first store's word) on the GPU.
+# (`pad` puts tile above 4096 bytes on the simulator, so no address wraps there.) As with `not`, the cp.async
+# forms copy into one word twice, the input keeps a[0]. Correct: compare offsets modulo the address width (or
+# refuse an address computed below its buffer).
+BELOW_THE_BUFFER = _planted(
+    ("\t.shared .align 4 .b8 tile[1280];\n", "\t.shared .align 4 .b8 pad[4096];\n\t.shared .align 4 .b8 tile[1280];\n"),
+    (
+        STORE,
+        STORE + "\tadd.s32 \t%r19, %r17, -4096;\n\tld.global.nc.f32 \t%f6, [%rd3];\n"
+        "\tst.shared.f32 \t[%r19+4096], %f6;\n",
+    ),
+)
+
+
+@_break("fills.py holds tile - 4096 as tile + 2^32 - 4096 and adds +4096 unmasked: one word seen as two")
+@pytest.mark.parametrize("variant", ["pipeline", "split-async"])
+def test_address_below_the_buffer(variant: str) -> None:
+    _holds(BELOW_THE_BUFFER, variant)
