@@ -124,7 +124,7 @@ def _simulated(text: str, seed: int = 0, trips: int = 3, blocks: int = 1, cut: i
     return bytes(memory[len(data) :])
 
 
-def _holds(text: str, variant: str, stages: int = 3) -> None:
+def _holds(text: str, variant: str, stages: int = 3, seeds: range = SEEDS) -> None:
     """What a correct pass does with a valid kernel: refuse it in one line, or write what ptxas takes and what gives
     the input's bits on the simulator whatever order a group's copies land in."""
     compile_ptx(text, "input.ptx", "sm_90")
@@ -134,7 +134,7 @@ def _holds(text: str, variant: str, stages: int = 3) -> None:
         return
     compile_ptx(out, f"{variant}.ptx", "sm_90")
     expected = _simulated(text)
-    assert all(_simulated(out, seed) == expected for seed in SEEDS), f"{variant} changed the output's bits"
+    assert all(_simulated(out, seed) == expected for seed in seeds), f"{variant} changed the output's bits"
 
 
 def _refused(text: str, variant: str, reason: str) -> None:
@@ -261,3 +261,223 @@ BELOW_THE_BUFFER = _planted(
 @pytest.mark.parametrize("variant", ["pipeline", "split-async"])
 def test_address_below_the_buffer(variant: str) -> None:
     _holds(BELOW_THE_BUFFER, variant)
+
+
+# --- probes: each rule's kernel the pass refuses in one line, or transforms into the input's bits ------------------
+BOUND = "\tsetp.lt.u32 \t%p4, %r14, 320;\n"
+FILL_START = "\tmov.u32 \t%r14, %r2;\n$L__fill:\n"
+FILL_END = "\t@%p4 bra \t$L__fill;\n"
+LOAD = "\tld.global.nc.f32 \t%f2, [%rd5];\n"
+ZERO = "\tmov.f32 \t%f2, 0f00000000;\n\tsetp.ge"
+SKIPPED = "is skipped on some paths of a trip"
+NOT_LOADED = "is not only loaded from global memory"
+TWICE = "the same bytes of tile twice"
+WORD = "\tshl.b32 \t%r16, %r14, 2;\n"
+COMPUTED_FIRST = "\tbar.sync \t0;\n\tld.shared"  # the first barrier: staging goes before it
+CP = ("pipeline", "split-async")
+VECTOR = (  # tile[2i], tile[2i + 1] = a[base + i], a[base + i + 1] as one v2 copy, i = tid, tid + 128 below 160
+    (".align 4 .b8 tile", ".align 8 .b8 tile"),
+    (ZERO, "\tsetp.ge"),
+    ("\t@%p3 bra \t$L__st;\n", ""),
+    (LOAD, "\tld.global.nc.v2.f32 \t{%f2, %f6}, [%rd5];\n"),
+    (BOUND, "\tsetp.lt.u32 \t%p4, %r14, 160;\n"),
+)
+NESTED = (  # for j in 0, 1: for i = tid; i < 160; i += 128: tile[STRIDE j + i] = a[base + STRIDE j + i]
+    (FILL_START, "\tmov.u32 \t%r22, 0;\n$L__outer:\n" + FILL_START),
+    ("\tadd.s32 \t%r15, %r13, %r14;\n", "\tmad.lo.s32 \t%r23, %r22, STRIDE, %r14;\n\tadd.s32 \t%r15, %r13, %r23;\n"),
+    ("\tshl.b32 \t%r16, %r14, 2;\n", "\tshl.b32 \t%r16, %r23, 2;\n"),
+    (BOUND, "\tsetp.lt.u32 \t%p4, %r14, 160;\n"),
+    (FILL_END, FILL_END + "\tadd.s32 \t%r22, %r22, 1;\n\tsetp.lt.u32 \t%p5, %r22, 2;\n\t@%p5 bra \t$L__outer;\n"),
+)
+# name: (edits, what each variant must do: a reason it refuses with, or None: transforms into the input's bits)
+PROBES: dict[str, tuple[tuple[tuple[str, str], ...], dict[str, str | None]]] = {
+    # the fill's bound is a loaded word (a[base] & 127 + 192): its trip count changes from trip to trip
+    "loaded_bound": (
+        (
+            (
+                FILL_START,
+                "\tmul.wide.u32 \t%rd6, %r13, 4;\n\tadd.s64 \t%rd7, %rd3, %rd6;\n\tld.global.nc.u32 \t%r21, [%rd7];\n"
+                "\tand.b32 \t%r21, %r21, 127;\n\tadd.s32 \t%r21, %r21, 192;\n" + FILL_START,
+            ),
+            (BOUND, "\tsetp.lt.u32 \t%p4, %r14, %r21;\n"),
+        ),
+        dict.fromkeys(VARIANTS, SKIPPED),
+    ),
+    # the fill loop runs on even trips only
+    "fill_on_some_trips": (
+        (
+            (
+                FILL_START,
+                "\tand.b32 \t%r19, %r12, 1;\n\tsetp.ne.u32 \t%p5, %r19, 0;\n\t@%p5 bra \t$L__nofill;\n" + FILL_START,
+            ),
+            (FILL_END, FILL_END + "$L__nofill:\n"),
+        ),
+        dict.fromkeys(VARIANTS, SKIPPED),
+    ),
+    # `continue` when the loaded word is negative: the store skipped on some trips
+    "continue_on_a_loaded_value": (
+        (
+            (
+                STORE,
+                "\tmov.b32 \t%r19, %f2;\n\tsetp.lt.s32 \t%p5, %r19, 0;\n\t@%p5 bra \t$L__cont;\n"
+                + STORE
+                + "$L__cont:\n",
+            ),
+        ),
+        dict.fromkeys(VARIANTS, SKIPPED),
+    ),
+    # `continue` when i % 3 == 0: fixed for the thread, the same words on every trip
+    "continue_fixed_for_the_thread": (
+        (
+            (
+                STORE,
+                "\trem.u32 \t%r19, %r14, 3;\n\tsetp.eq.u32 \t%p5, %r19, 0;\n\t@%p5 bra \t$L__cont;\n"
+                + STORE
+                + "$L__cont:\n",
+            ),
+        ),
+        dict.fromkeys(VARIANTS),
+    ),
+    "bar_sync_in_the_fill": (((STORE, STORE + "\tbar.sync \t0;\n"),), dict.fromkeys(VARIANTS, "barrier")),
+    "atomic_in_the_fill": (
+        ((STORE, STORE + "\tatom.shared.add.u32 \t%r19, [%r17], 0;\n"),),
+        dict.fromkeys(VARIANTS, "atom.shared.add.u32 in the staging part"),
+    ),
+    "reduction_in_the_fill": (
+        ((STORE, STORE + "\tred.global.add.u32 \t[%rd2], 1;\n"),),
+        dict.fromkeys(VARIANTS, "red.global.add.u32 in the staging part"),
+    ),
+    # @%p st.shared with %p = tid < 64: fixed for the thread (the ld+st split keeps it; a copy has no guard)
+    "store_guarded_by_the_thread": (
+        ((STORE, "\tsetp.lt.u32 \t%p5, %r2, 64;\n\t@%p5 " + STORE[1:]),),
+        {**dict.fromkeys(CP, "not a plain unguarded st.shared"), "split": None},
+    ),
+    # @%p st.shared with %p from the loaded word
+    "store_guarded_by_a_loaded_value": (
+        ((STORE, "\tmov.b32 \t%r19, %f2;\n\tsetp.lt.s32 \t%p5, %r19, 0;\n\t@%p5 " + STORE[1:]),),
+        dict.fromkeys(VARIANTS, "is guarded by a value not fixed for the thread"),
+    ),
+    # the store's value is computed from the load (2 a[i]): no copy does that
+    "computed_value": (
+        ((STORE, "\tadd.f32 \t%f6, %f2, %f2;\n\tst.shared.f32 \t[%r17], %f6;\n"),),
+        {**dict.fromkeys(CP, NOT_LOADED), "split": None},
+    ),
+    # st.shared.u8 of an ld.global.u32's low byte, st.shared.u32 of an ld.global.u8
+    "u8_store_of_a_u32_load": (
+        (
+            (ZERO, "\tmov.u32 \t%r19, 0;\n\tsetp.ge"),
+            (LOAD, "\tld.global.nc.u32 \t%r19, [%rd5];\n"),
+            (STORE, "\tst.shared.u8 \t[%r17], %r19;\n"),
+        ),
+        {**dict.fromkeys(CP, "not a weak scalar store of 4, 8 or 16 bytes"), "split": None},
+    ),
+    "u32_store_of_a_u8_load": (
+        (
+            (ZERO, "\tmov.u32 \t%r19, 0;\n\tsetp.ge"),
+            (LOAD, "\tld.global.nc.u8 \t%r19, [%rd5];\n"),
+            (STORE, "\tst.shared.u32 \t[%r17], %r19;\n"),
+        ),
+        {**dict.fromkeys(CP, "reads 1 bytes"), "split": None},
+    ),
+    # ld.global.u32 into a 64-bit register, st.shared.u32 of it: the same 4 bytes
+    "u32_through_a_64_bit_register": (
+        (
+            (ZERO, "\tmov.u64 \t%rd8, 0;\n\tsetp.ge"),
+            (LOAD, "\tld.global.nc.u32 \t%rd8, [%rd5];\n"),
+            (STORE, "\tst.shared.u32 \t[%r17], %rd8;\n"),
+        ),
+        dict.fromkeys(VARIANTS),
+    ),
+    "vector_copy": (
+        (*VECTOR, (WORD, "\tshl.b32 \t%r16, %r14, 3;\n"), (STORE, "\tst.shared.v2.f32 \t[%r17], {%f2, %f6};\n")),
+        dict.fromkeys(VARIANTS),
+    ),
+    # the vector's elements stored swapped: not one load's registers in order
+    "vector_swapped": (
+        (*VECTOR, (WORD, "\tshl.b32 \t%r16, %r14, 3;\n"), (STORE, "\tst.shared.v2.f32 \t[%r17], {%f6, %f2};\n")),
+        {**dict.fromkeys(CP, "stores other than one vector load's registers"), "split": None},
+    ),
+    # 8-byte copies 4 bytes apart (i += 1): each word written twice by one thread
+    "vector_overlapping": (
+        (
+            *VECTOR[:-1],
+            (STORE, "\tst.shared.v2.f32 \t[%r17], {%f2, %f6};\n"),
+            (FILL_START, "\tadd.s32 \t%r21, %r2, 2;\n" + FILL_START),
+            (BOUND, "\tsetp.lt.u32 \t%p4, %r14, %r21;\n"),
+            ("\tadd.s32 \t%r14, %r14, 128;\n", "\tadd.s32 \t%r14, %r14, 1;\n"),
+        ),
+        {**dict.fromkeys(CP, TWICE), "split": None},
+    ),
+    # i = tid + 192, tid + 64, tid - 64 while i >= 0 (signed)
+    "negative_step": (
+        (
+            (FILL_START, "\tadd.s32 \t%r14, %r2, 192;\n$L__fill:\n"),
+            ("\tadd.s32 \t%r14, %r14, 128;\n", "\tadd.s32 \t%r14, %r14, -128;\n"),
+            (BOUND, "\tsetp.ge.s32 \t%p4, %r14, 0;\n"),
+        ),
+        dict.fromkeys(VARIANTS),
+    ),
+    # i = tid + 256 below 320 as a while loop: threads 64.. run no trip of it
+    "zero_trips": (
+        (
+            (
+                FILL_START,
+                "\tadd.s32 \t%r14, %r2, 256;\n\tsetp.ge.u32 \t%p6, %r14, 320;\n\t@%p6 bra \t$L__nofill;\n$L__fill:\n",
+            ),
+            (FILL_END, FILL_END + "$L__nofill:\n"),
+        ),
+        dict.fromkeys(VARIANTS),
+    ),
+    "nested_two_deep": (tuple((a, b.replace("STRIDE", "160")) for a, b in NESTED), dict.fromkeys(VARIANTS)),
+    # the inner fills 128 words apart: words 128..159 written twice by threads 0..31
+    "nested_overlapping": (
+        tuple((a, b.replace("STRIDE", "128")) for a, b in NESTED),
+        {**dict.fromkeys(CP, TWICE), "split": None},
+    ),
+    # a[idx[i]]: the copy's source depends on a loaded word
+    "gather": (
+        (
+            (
+                LOAD,
+                "\tld.global.nc.u32 \t%r19, [%rd5];\n\tand.b32 \t%r19, %r19, 1023;\n\tmul.wide.u32 \t%rd6, %r19, 4;\n"
+                "\tadd.s64 \t%rd7, %rd3, %rd6;\n\tld.global.nc.f32 \t%f2, [%rd7];\n",
+            ),
+        ),
+        dict.fromkeys(VARIANTS, "staging address depends on a value loaded"),
+    ),
+    # a plain (not .nc) load of a[] while the compute part writes out[] (a parameter that may alias a[])
+    "aliased_source": (
+        (
+            (LOAD, "\tld.global.f32 \t%f2, [%rd5];\n"),
+            (COMPUTED, "\tst.global.f32 \t[%rd2], %f1;\n" + COMPUTED),
+        ),
+        dict.fromkeys(VARIANTS, "reads memory without .nc and the kernel writes global memory"),
+    ),
+    # two fill loops into disjoint halves of one buffer, then the same words twice
+    "two_fills_disjoint": (
+        (
+            ("tile[1280]", "tile[2560]"),
+            (
+                COMPUTED_FIRST,
+                "\tmov.u32 \t%r14, %r2;\n$L__again:\n\tshl.b32 \t%r16, %r14, 2;\n\tadd.s32 \t%r17, %r6, %r16;\n"
+                "\tld.global.nc.f32 \t%f6, [%rd3];\n\tst.shared.f32 \t[%r17+1280], %f6;\n\tadd.s32 \t%r14, %r14, 128;\n"
+                "\tsetp.lt.u32 \t%p5, %r14, 320;\n\t@%p5 bra \t$L__again;\n" + COMPUTED_FIRST,
+            ),
+        ),
+        dict.fromkeys(VARIANTS),
+    ),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("case", sorted(PROBES))
+def test_probe(case: str, variant: str) -> None:
+    """Probe: the pass refuses the rule's kernel in one line saying why, or transforms it into the input's bits."""
+    edits, expected = PROBES[case]
+    text = _planted(*edits)
+    if expected[variant] is not None:
+        _refused(text, variant, expected[variant])
+        return
+    out, why = _pass(text, variant)
+    assert out is not None, why
+    _holds(text, variant, seeds=range(2))
