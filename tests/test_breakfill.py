@@ -481,3 +481,22 @@ def test_probe(case: str, variant: str) -> None:
     out, why = _pass(text, variant)
     assert out is not None, why
     _holds(text, variant, seeds=range(2))
+
+
+# --- the same three without the fill loop: copies.py's single-trip proofs evaluate addresses the same way ---------
+# With the fill's back branch dropped each thread stages tile[tid] once (no inner loop, so copies._Converter's
+# addresses/enumerated/invariant decide, not fills.py): `not` as `neg`, the carry flag and the unmasked offset
+# break those proofs just as they break the trace. Correct: as above (refuse, or the input's bits).
+SINGLE_TRIP = {
+    "not_as_neg": (NOT_AS_NEG, ("pipeline", "split-async")),
+    "carry": (CARRY, VARIANTS),
+    "below_the_buffer": (BELOW_THE_BUFFER, ("pipeline", "split-async")),
+}
+
+
+@_break("copies.py's single-trip proofs share thread_values.arith's `not`, carry and offset faults")
+@pytest.mark.parametrize(
+    ("case", "variant"), [(case, variant) for case, (_, variants) in SINGLE_TRIP.items() for variant in variants]
+)
+def test_single_trip_staging(case: str, variant: str) -> None:
+    _holds(SINGLE_TRIP[case][0].replace(FILL_END, ""), variant)
