@@ -94,10 +94,11 @@ def integer_form(i: ast.Instruction) -> IntegerForm | None:
     return IntegerForm(op, words[0][0] == "s", _WIDTHS[words[0][1:]])
 
 
-def wrapped(offset: int, bits: int | None, size: int, extent: int) -> int | None:
-    """An address's offset into a variable of `extent` bytes, modulo 2^bits (the address register's width; None:
-    the variable's symbol itself, no register): where `size` bytes from it lie inside the variable, else None (an
-    address below or past its variable is not proven to be any one variable's bytes)."""
-    if bits is not None:
-        offset &= (1 << bits) - 1
-    return offset if 0 <= offset and offset + size <= extent else None
+def wrapped(offset: int, bits: int | None, size: int) -> int | None:
+    """An address's offset from its variable modulo 2^bits (the address register's width; None: the variable's
+    symbol itself, no register), where its `size` bytes do not straddle 2^bits (there two offsets' order is not
+    their bytes' order); else None."""
+    if bits is None:
+        return offset
+    offset &= (1 << bits) - 1
+    return offset if offset + size <= 1 << bits else None

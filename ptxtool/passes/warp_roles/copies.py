@@ -100,7 +100,6 @@ class _Converter:
         self.ops = cfg.linear.ops
         self.names = {r.key: r.name for r in cfg.linear.registers.values()}
         self.buffer_names = {b.name for b in found.buffers}
-        self.buffer_sizes = {b.name: b.size for b in found.buffers}
         self.threads = found.tid_x or MAX_BLOCK_THREADS  # the values %tid.x may take (launch_bounds.tid_limits)
         self.evaluated: dict[int, tuple[Value, ...] | None] = {}
         self.memo: dict[int, _Values | None] = {}
@@ -458,7 +457,7 @@ class _Converter:
     def addresses(self, at: int) -> tuple[Value, ...] | None:
         """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
         and a buffer's address alone, evaluated through its definitions, as an offset into the buffer modulo the
-        address's width (None where it is not one, or where some thread's bytes are not proven inside the buffer)."""
+        address's width (None where it is not one, or where some thread's bytes wrap around the address space's end)."""
         if at not in self.evaluated:
             i = self.ops[at].instruction
             address = i.operands[0]
@@ -467,11 +466,10 @@ class _Converter:
             base = self.value(at, address.base)
             key = self.key(self.ops[at], address.base.text) if isinstance(address.base, ast.Name) else None
             bits = type_bits(self.cfg.linear.registers[key].type) if key else None
-            if base is None or base[0] not in self.buffer_sizes:
+            if base is None:
                 self.evaluated[at] = None
             else:
-                size, extent = access_bytes(i), self.buffer_sizes[base[0]]
-                offsets = [wrapped(v + extra, bits, size, extent) for v in base[1]]
+                offsets = [wrapped(v + extra, bits, access_bytes(i)) for v in base[1]]
                 self.evaluated[at] = None if None in offsets else tuple((base[0], v) for v in offsets)  # type: ignore[misc]
         return self.evaluated[at]
 

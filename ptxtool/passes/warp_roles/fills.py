@@ -87,7 +87,7 @@ class FillTrace:
         self.cfg, self.found = cfg, found
         self.ops = cfg.linear.ops
         self.live_in, self.key, self.key_def, self.ntid = live_in, key, key_def, ntid
-        self.buffers = {b.name: b.size for b in found.buffers}  # name -> bytes
+        self.buffers = {b.name for b in found.buffers}
         self.stores = frozenset(found.stores)
         self.pdom = postdominators(cfg, found)
         self.steps = 0
@@ -193,12 +193,12 @@ class FillTrace:
             )
         extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
         size = access_bytes(i)
-        offset = wrapped(base[1] + extra, self.width(at, address.base), size, self.buffers[base[0]])
+        offset = wrapped(base[1] + extra, self.width(at, address.base), size)
         if offset is None:
             raise Refused(
                 op.line,
-                f"{i.mnemonic} at line {op.line} in a fill loop writes an address not proven inside {base[0]} (below "
-                "or past it, modulo the address's width)",
+                f"{i.mnemonic} at line {op.line} in a fill loop writes bytes that wrap around the end of the address "
+                "space: their order is not known",
             )
         out.append(Write(at, base[0], offset, size))
 
