@@ -10,7 +10,10 @@ Two steps, because the GPU machine need not have ptxas or nvcc:
 Kernels: the corpus's pressure.cu (nvcc's launch bounds, on purpose), benchmarks/registers/streams.cu (sums over
 16/32/48 streams, an unrolled 32-row reduction, a radius-16 stencil) and tests/data/registers/many_streams.cu
 (pointers and offsets loaded from tables: rematerialization's case) compiled with the wheel's nvcc for sm_90, and
-benchmarks/registers/triton (spill-prone Triton 3.6 kernels: attention and layernorm backward, a wide softmax).
+benchmarks/registers/triton (spill-prone Triton 3.6 kernels: attention and layernorm backward, a wide softmax), and,
+with `--upstream DIR` (or PTXTOOL_UPSTREAM), real kernels of public projects with the launch bounds their authors
+wrote (llm.c, ccminer), extracted into DIR by benchmarks/registers_upstream.py from clones at pinned commits (their
+code is not in this repository).
 `in loops` counts the SASS local-memory instructions made from PTX lines inside loops (spills in hot loops).
 """
 
@@ -23,6 +26,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from registers_upstream import UPSTREAM  # noqa: E402 - beside this script, not a package
+
 CORPUS = Path(os.environ.get("PTXTOOL_CORPUS", ROOT / "tests" / "corpus"))
 STREAMS = ROOT / "benchmarks" / "registers" / "streams.cu"
 MANY_STREAMS = ROOT / "tests" / "data" / "registers" / "many_streams.cu"  # pointers loaded from memory (remat)
@@ -30,6 +36,7 @@ TRITON = ROOT / "benchmarks" / "registers" / "triton"  # Triton 3.6 PTX for sm_9
 CORPUS_TRITON = ("matmul_w4_s3", "matmul_fp8", "flash_fwd")  # tests/corpus/triton36: kernels the pass was not built on
 ARCH = "sm_90"
 N = 1 << 22
+HASHES = 1 << 20  # ccminer's kernels: one 512-bit hash per thread
 
 
 def _buffers(names: list[str], count: int, dtype: str = "f32") -> list[dict]:
@@ -128,80 +135,149 @@ def _corpus_triton_specs() -> dict[str, dict]:
     }
 
 
+def _hash_spec(block: int, nonces: bool = True, hash_type: str = "u64") -> dict:
+    """ccminer's (threads, startNounce, g_hash[, g_nonceVector]): hashes updated in place, nonces 0..threads-1."""
+    words = 8 if hash_type == "u64" else 16
+    params = [
+        {"name": "threads", "type": "u32", "value": HASHES},
+        {"name": "startNounce", "type": "u32", "value": 0},
+        {"name": "g_hash", "type": hash_type, "count": HASHES * words, "output": True, "init": "random"},
+    ]
+    if nonces:
+        params.append({"name": "g_nonceVector", "type": "u32", "count": HASHES, "init": "iota", "start": 0, "step": 1})
+    return {"grid": HASHES // block, "block": block, "params": params}
+
+
+def _filtered_spec(block: int, hash_type: str, threads: bool) -> dict:
+    """ccminer's phi filters: ([threads,] g_hash, d_filter, filter_val), every filter entry equal to the value."""
+    words = 8 if hash_type == "u64" else 16
+    params = [{"name": "threads", "type": "u32", "value": HASHES}] if threads else []
+    params += [
+        {"name": "g_hash", "type": hash_type, "count": HASHES * words, "output": True, "init": "random"},
+        {"name": "d_filter", "type": "u32", "count": HASHES, "init": "zeros"},
+        {"name": "filter_val", "type": "u32", "value": 0},
+    ]
+    return {"grid": HASHES // block, "block": block, "params": params}
+
+
+def _upstream_specs() -> dict[str, dict]:
+    """Launches of benchmarks/registers_upstream.py's kernels as their projects launch them (block sizes as written)."""
+    rows, c = 64 * 1024, 768  # llm.c: B*T rows of GPT-2's C channels
+    bf16 = [{"name": n, "type": "bf16", "count": rows * c, "range": [-1.0, 1.0]} for n in ("dout", "inp")]
+    layernorm = [
+        {"name": "dinp", "type": "bf16", "count": rows * c, "output": True, "init": "random", "range": [-1.0, 1.0]},
+        *(  # summed by float atomics across blocks: their last bits vary from run to run
+            {"name": n, "type": "bf16", "count": c, "output": True, "init": "zeros", "rtol": 1e-2, "atol": 1e-2}
+            for n in ("dweight", "dbias")
+        ),
+        {"name": "scratch", "type": "f32", "count": 2 * c + 1, "init": "zeros"},
+        *bf16,
+        {"name": "weight", "type": "bf16", "count": c, "range": [-1.0, 1.0]},
+        {"name": "mean", "type": "bf16", "count": rows, "range": [-0.5, 0.5]},
+        {"name": "rstd", "type": "bf16", "count": rows, "range": [0.5, 2.0]},
+        *({"name": n, "type": "s32", "value": v} for n, v in (("B", 64), ("T", 1024), ("C", c))),
+    ]
+    tribus = _hash_spec(256, nonces=False)
+    tribus["params"] = [
+        tribus["params"][0],
+        tribus["params"][2],
+        {"name": "resNonce", "type": "u32", "count": 2, "output": True, "init": "constant", "value": 0xFFFFFFFF},
+        {"name": "target", "type": "u64", "value": 0},
+    ]
+    shared = 4 * (2 * c + 1)  # llm.c launches 1024 threads, two blocks per SM, (2C + 1) floats of shared memory
+    return {
+        "layernorm_backward_kernel8": {"grid": 264, "block": 1024, "shared_bytes": shared, "params": layernorm},
+        "x11_echo512_gpu_hash_64": _hash_spec(128),
+        "x11_shavite512_gpu_hash_64": _hash_spec(128),
+        "x11_shavite512_gpu_hash_80": _hash_spec(128, nonces=False),
+        "streebog_gpu_hash_64_sm5": _filtered_spec(256, "u64", threads=False),
+        "quark_skein512_gpu_hash_64": _hash_spec(512),
+        "quark_bmw512_gpu_hash_64": _hash_spec(32),
+        "quark_bmw512_gpu_hash_80": _hash_spec(128, nonces=False),
+        "x16_echo512_gpu_hash_80": _hash_spec(128, nonces=False),
+        "x16_echo512_gpu_hash_64": _filtered_spec(128, "u32", threads=True),
+        "tribus_echo512_gpu_final": tribus,
+    }
+
+
 def specs() -> dict[str, dict]:
     """Per kernel, a launch spec (as TOML data) sized for an H200: several waves, inputs beyond L2 where it matters."""
     nx, ny, nz = 520, 520, 72
     rows, cols = 264 * 256 * 32, 16
     sx, planes = 264 * 1024 + 32, 8
-    return _triton_specs() | {
-        "long_live_ranges": {
-            "grid": 264,
-            "block": 1024,
-            "params": [
-                *_buffers(["x"], 24 * 270336, "f64"),
-                {"name": "y", "type": "f64", "count": 24 * 270336, "output": True},
-                {"name": "n", "type": "s32", "value": 270336},
-            ],
-        },
-        "stencil_25pt": {
-            "grid": [2, ny - 8, 1],
-            "block": 256,
-            "params": [
-                *_buffers(["in"], nx * ny * (nz + 1)),  # the kernel reads one plane past nz - 4
-                {"name": "out", "type": "f32", "count": nx * ny * nz, "output": True, "init": "zeros"},
-                *({"name": d, "type": "s32", "value": v} for d, v in (("nx", nx), ("ny", ny), ("nz", nz))),
-            ],
-        },
-        "nbody_tile": {
-            "grid": 64,
-            "block": 128,
-            "params": [
-                {"name": "pos", "type": "f32", "count": 4 * 32768, "range": [0.5, 1.5]},
-                {"name": "acc", "type": "f32", "count": 4 * 32768, "output": True},
-                {"name": "n", "type": "s32", "value": 32768},
-                {"name": "eps2", "type": "f32", "value": 0.01},
-            ],
-        },
-        "sum_offsets": {  # many_streams.cu's sum_table reads a table of pointers, which a spec cannot express
-            "grid": 1056,
-            "block": 256,
-            "params": [
-                *_buffers(["in"], 49 * (1 << 20)),
-                {"name": "offsets", "type": "s32", "count": 48, "init": "iota", "start": 0, "step": 1 << 20},
-                {"name": "out", "type": "f32", "count": 1 << 20, "output": True},
-                {"name": "n", "type": "s32", "value": 1 << 20},
-            ],
-        },
-        "sum16": _sum_spec(16, 256),
-        "sum32": _sum_spec(32, 256),
-        "sum48": _sum_spec(48, 512),
-        "row_reduce32": {
-            "grid": 264,
-            "block": 256,
-            "params": [
-                *_buffers(["m"], rows * cols),
-                {"name": "out", "type": "f32", "count": rows, "output": True},
-                {"name": "rows", "type": "s32", "value": rows},
-                {"name": "cols", "type": "s32", "value": cols},
-            ],
-        },
-        "stencil_r16": {
-            "grid": 264,
-            "block": 1024,
-            "params": [
-                *_buffers(["in"], sx * planes),
-                *_buffers(["coef"], 33),
-                {"name": "out", "type": "f32", "count": sx * planes, "output": True, "init": "zeros"},
-                {"name": "nx", "type": "s32", "value": sx},
-                {"name": "planes", "type": "s32", "value": planes},
-            ],
-        },
-    }
+    return (
+        _triton_specs()
+        | _upstream_specs()
+        | {
+            "long_live_ranges": {
+                "grid": 264,
+                "block": 1024,
+                "params": [
+                    *_buffers(["x"], 24 * 270336, "f64"),
+                    {"name": "y", "type": "f64", "count": 24 * 270336, "output": True},
+                    {"name": "n", "type": "s32", "value": 270336},
+                ],
+            },
+            "stencil_25pt": {
+                "grid": [2, ny - 8, 1],
+                "block": 256,
+                "params": [
+                    *_buffers(["in"], nx * ny * (nz + 1)),  # the kernel reads one plane past nz - 4
+                    {"name": "out", "type": "f32", "count": nx * ny * nz, "output": True, "init": "zeros"},
+                    *({"name": d, "type": "s32", "value": v} for d, v in (("nx", nx), ("ny", ny), ("nz", nz))),
+                ],
+            },
+            "nbody_tile": {
+                "grid": 64,
+                "block": 128,
+                "params": [
+                    {"name": "pos", "type": "f32", "count": 4 * 32768, "range": [0.5, 1.5]},
+                    {"name": "acc", "type": "f32", "count": 4 * 32768, "output": True},
+                    {"name": "n", "type": "s32", "value": 32768},
+                    {"name": "eps2", "type": "f32", "value": 0.01},
+                ],
+            },
+            "sum_offsets": {  # many_streams.cu's sum_table reads a table of pointers, which a spec cannot express
+                "grid": 1056,
+                "block": 256,
+                "params": [
+                    *_buffers(["in"], 49 * (1 << 20)),
+                    {"name": "offsets", "type": "s32", "count": 48, "init": "iota", "start": 0, "step": 1 << 20},
+                    {"name": "out", "type": "f32", "count": 1 << 20, "output": True},
+                    {"name": "n", "type": "s32", "value": 1 << 20},
+                ],
+            },
+            "sum16": _sum_spec(16, 256),
+            "sum32": _sum_spec(32, 256),
+            "sum48": _sum_spec(48, 512),
+            "row_reduce32": {
+                "grid": 264,
+                "block": 256,
+                "params": [
+                    *_buffers(["m"], rows * cols),
+                    {"name": "out", "type": "f32", "count": rows, "output": True},
+                    {"name": "rows", "type": "s32", "value": rows},
+                    {"name": "cols", "type": "s32", "value": cols},
+                ],
+            },
+            "stencil_r16": {
+                "grid": 264,
+                "block": 1024,
+                "params": [
+                    *_buffers(["in"], sx * planes),
+                    *_buffers(["coef"], 33),
+                    {"name": "out", "type": "f32", "count": sx * planes, "output": True, "init": "zeros"},
+                    {"name": "nx", "type": "s32", "value": sx},
+                    {"name": "planes", "type": "s32", "value": planes},
+                ],
+            },
+        }
+    )
 
 
 def entry(source: str, kernel: str) -> str:
     """A benchmark's name: the kernel's in a file of several, the file's for Triton's (one kernel each)."""
-    return kernel if source in ("pressure", "streams", "many_streams") else source
+    return kernel if source in ("pressure", "streams", "many_streams", *(u.name for u in UPSTREAM)) else source
 
 
 def _toml(kernel: str, spec: dict) -> str:
@@ -221,7 +297,19 @@ def _occupancy(n: dict) -> str:
     return "?" if n["occupancy"] is None else f"{n['occupancy']:.0%} ({n['limited_by']})"
 
 
-def prepare(out: Path) -> list[dict]:
+def upstream_sources(folder: Path | None) -> dict[str, Path]:
+    """The extracted upstream sources found in `folder` (PTXTOOL_UPSTREAM when None), by name."""
+    folder = folder or (Path(os.environ["PTXTOOL_UPSTREAM"]) if os.environ.get("PTXTOOL_UPSTREAM") else None)
+    if folder is None:
+        return {}
+    found = {u.name: folder / f"{u.name}.cu" for u in UPSTREAM if (folder / f"{u.name}.cu").is_file()}
+    missing = [u.name for u in UPSTREAM if u.name not in found]
+    if missing:
+        print(f"{folder}: not extracted (benchmarks/registers_upstream.py): {', '.join(missing)}")
+    return found
+
+
+def prepare(out: Path, upstream: Path | None = None) -> list[dict]:
     """Write each source's input and the register pass's output (verified by ptxtool optimize), a spec per kernel,
     and print the ptxas table; returns its rows."""
     from ptxtool.services.launch import check_signature, load_spec
@@ -237,6 +325,7 @@ def prepare(out: Path) -> list[dict]:
         "many_streams": cuda_to_ptx(str(MANY_STREAMS), ARCH),
         **{p.name.removesuffix(".sm90.ptx"): p.read_text() for p in sorted(TRITON.glob("*.sm90.ptx"))},
         **{name: (CORPUS / "triton36" / f"{name}.sm90a.ptx").read_text() for name in CORPUS_TRITON},
+        **{name: cuda_to_ptx(str(path), ARCH) for name, path in upstream_sources(upstream).items()},
     }
     rows = []
     for name, text in sources.items():
@@ -250,6 +339,8 @@ def prepare(out: Path) -> list[dict]:
             rows.append({"source": name} | k.to_data())
     kernels = {entry(s, f.name): f for s, text in sources.items() for f in parse(text).kernels}
     for name, spec in specs().items():
+        if name not in kernels:
+            continue  # an upstream kernel not extracted
         path = out / f"{name}.toml"
         path.write_text(_toml(name, spec))
         check_signature(kernels[name], load_spec(str(path)), name)  # a wrong spec fails here, not on the GPU
@@ -319,9 +410,10 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="after prepare, also time input vs output on the GPU")
     parser.add_argument("--launches", type=int, default=200)
     parser.add_argument("--ptxas", action="store_true", help="assemble with the wheel's ptxas, not the driver's JIT")
+    parser.add_argument("--upstream", type=Path, help="extracted upstream kernels (benchmarks/registers_upstream.py)")
     args = parser.parse_args()
     if args.step == "prepare":
-        prepare(args.folder)
+        prepare(args.folder, args.upstream)
     if args.step == "gpu" or args.gpu:
         gpu(args.folder, args.launches, args.ptxas)
 

@@ -8,23 +8,34 @@ never creates a home directory, even as root.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 OFF = "off"
 
 
-def cache_location() -> tuple[Path | None, str | None]:
-    """The cache directory and, when it must not be used, why (None and None: the user turned the cache off)."""
+def cache_directory() -> tuple[str | None, str | None]:
+    """The cache directory and, when it must not be used, why (None and None: the user turned the cache off), as a
+    string: the parser's caches read it on every run, which then never imports pathlib (start-up)."""
     setting = os.environ.get("PTXTOOL_CACHE_DIR")
     if setting == OFF:
         return None, None
     if setting:
-        return Path(setting), None
+        return setting, None
     if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "ptxtool", None
-    try:
-        home = Path.home()
-    except RuntimeError:  # no $HOME and no home in the password database
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "ptxtool"), None
+    home = os.path.expanduser("~")  # what Path.home() reads
+    if home.startswith("~"):  # no $HOME and no home in the password database
         return None, "no home directory"
-    directory = home / ".cache" / "ptxtool"
-    return directory, None if home.is_dir() else f"no home directory: {home} does not exist"
+    directory = os.path.join(home, ".cache", "ptxtool")
+    return directory, None if os.path.isdir(home) else f"no home directory: {home} does not exist"
+
+
+def cache_location() -> tuple[Path | None, str | None]:
+    """`cache_directory()` as a Path."""
+    from pathlib import Path
+
+    directory, why = cache_directory()
+    return (Path(directory) if directory is not None else None), why

@@ -28,6 +28,11 @@ def _dash_is_stdout(ctx: click.Context, param: click.Parameter, value: str | Non
     return None if value == STDIN else value
 
 
+# one file-name type for every option that takes one: each click.Path asks gettext for its name as it is made, and
+# the options' arguments are made when cli.py is imported (a dozen lookups of translation files in every run)
+_FILE = click.Path(dir_okay=False)
+
+
 class _BlockThreads(click.IntRange):
     """`IntRange(1, MAX_BLOCK_THREADS)` that reads isa.targets when --block-size is used or shown: importing it (and
     syntax.names under it) would cost `fmt`, `parse` and `lint` a tenth of their start-up."""
@@ -125,7 +130,7 @@ def parse_command(files: tuple[str, ...], as_json: bool, check: bool) -> None:
 
 @command("fmt")
 @argument("files", nargs=-1, required=True, metavar="FILE...")
-@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write here (- for stdout).")
+@option("-o", "--output", type=_FILE, callback=_dash_is_stdout, help="Write here (- for stdout).")
 @option("--in-place", "-i", is_flag=True, help="Rewrite each file in place (atomically).")
 @option("--check", is_flag=True, help="Write nothing; exit 1 if any file would change.")
 @option("--diff", is_flag=True, help="Print a unified diff of what would change (coloured on a terminal).")
@@ -207,14 +212,14 @@ def _inspect_options(arch: str | None, block_size: int | None, backend: str | No
 @option("--backend", type=click.Choice(["ptxas", "nvjitlink"]), help="ptxas (default) or nvJitLink in-process.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (schema ptxtool.inspect/1).")
 @option("--sarif", is_flag=True, help="Print SARIF 2.1.0 (violations and ptxas warnings at PTX lines).")
-@option("--budget", type=click.Path(dir_okay=False), help="TOML limits per kernel name or glob.")
-@option("--baseline", type=click.Path(dir_okay=False), help="JSON snapshot to compare with: fail on regressions.")
+@option("--budget", type=_FILE, help="TOML limits per kernel name or glob.")
+@option("--baseline", type=_FILE, help="JSON snapshot to compare with: fail on regressions.")
 @option("--update-baseline", is_flag=True, help="Write the --baseline file from this run instead of comparing.")
 @option("--strict", is_flag=True, help="A budget table matching no kernel is an error (exit 1), not a warning.")
 @option("-j", "--jobs", type=click.IntRange(1), help="Parallel processes (default: one per core).")
 @option("--pressure", is_flag=True, help="Draw each kernel's register pressure beside ptxas's live registers.")
 @option("--kernel", "-k", "pressure_kernel", help="With --pressure: only this kernel.")
-@option("--svg", type=click.Path(dir_okay=False), help="With --pressure: write the picture of one kernel here.")
+@option("--svg", type=_FILE, help="With --pressure: write the picture of one kernel here.")
 @guarded
 def inspect_command(files: tuple[str, ...], as_json: bool, sarif: bool, **o) -> None:
     from dataclasses import replace
@@ -251,7 +256,7 @@ def sass_command(file: str, kernel: str | None, arch: str | None, plain: bool, a
 @command("cfg")
 @argument("file", metavar="FILE")
 @option("--kernel", "-k", help="The kernel (or function) to draw; needed when FILE has several.")
-@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write .dot or .svg here.")
+@option("-o", "--output", type=_FILE, callback=_dash_is_stdout, help="Write .dot or .svg here.")
 @option("--format", "form", type=click.Choice(["dot", "svg"]), help="dot text or SVG (default: by -o, else dot).")
 @guarded
 def cfg_command(file: str, kernel: str | None, output: str | None, form: str | None) -> None:
@@ -261,9 +266,9 @@ def cfg_command(file: str, kernel: str | None, output: str | None, form: str | N
 
 @command("report")
 @argument("files", nargs=-1, required=True, metavar="FILE...")
-@option("-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the page here.")
-@option("--optimized", type=click.Path(dir_okay=False), help="Compare with this optimized PTX (one FILE).")
-@option("--tune", type=click.Path(dir_okay=False), help="Show this tuning result (JSON).")
+@option("-o", "--output", type=_FILE, callback=_dash_is_stdout, help="Write the page here.")
+@option("--optimized", type=_FILE, help="Compare with this optimized PTX (one FILE).")
+@option("--tune", type=_FILE, help="Show this tuning result (JSON).")
 @option("--arch", callback=_gpu_target, help="Compile for this target instead of the module's .target.")
 @option("--block-size", type=_BlockThreads(), help="Threads per block (see inspect).")
 @guarded
@@ -331,9 +336,7 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 
 @command("optimize")
 @argument("file", metavar="FILE")
-@option(
-    "-o", "--output", type=click.Path(dir_okay=False), callback=_dash_is_stdout, help="Write the optimized PTX here."
-)
+@option("-o", "--output", type=_FILE, callback=_dash_is_stdout, help="Write the optimized PTX here.")
 @option("--in-place", "-i", is_flag=True, help="Rewrite FILE in place (only once verified).")
 @option("--diff", "show_diff", is_flag=True, help="Print the unified diff of the verified rewrites; write nothing.")
 @option("--strict", is_flag=True, help="All or nothing: any rewrite that fails verification fails the file.")
@@ -395,8 +398,8 @@ def optimize_command(
 @command("tune")
 @argument("file", metavar="FILE")
 @option("--spec", "-s", required=True, help="Launch spec (TOML); its [tune] table marks what may vary.")
-@option("-o", "--output", type=click.Path(dir_okay=False), help="Write the winner's PTX here.")
-@option("--space", type=click.Path(dir_okay=False), help="TOML that narrows or widens the search space.")
+@option("-o", "--output", type=_FILE, help="Write the winner's PTX here.")
+@option("--space", type=_FILE, help="TOML that narrows or widens the search space.")
 @option("--kernel", "-k", help="Kernel name (default: the spec's `kernel`, or the file's only one).")
 @option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout (schema ptxtool.tune/1).")
 @option("--budget-s", type=click.FloatRange(min=0.001), help="Bound the wall time, in seconds.")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ptxtool.records import finish, record
 
 EXIT_OK = 0
 EXIT_FOUND = 1  # the command ran and found something: a file would change, findings, failed verification
@@ -18,7 +20,7 @@ class PtxtoolError(Exception):
     exit_code = EXIT_INPUT
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Location:
     """A place in an input: 1-based line and column (0 when unknown), with the source line for a caret."""
 
@@ -28,7 +30,7 @@ class Location:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Diagnostic:
     """One message about an input, printed as `path:line:col: code severity: message`: the one record for parse
     errors, legality problems, lint findings (`code` the rule id), budget and baseline violations (`budget/<limit>`,
@@ -52,6 +54,9 @@ class Diagnostic:
             | {"severity": self.severity, "code": self.code, "message": self.message, "notes": list(self.notes)}
             | self.properties
         )
+
+
+finish((Location, Diagnostic))  # frozen slotted dataclasses, their methods compiled once (every command imports these)
 
 
 class InputError(PtxtoolError):

@@ -7,11 +7,10 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptxtool.errors import Diagnostic, EnvironmentProblem, InputError, Location, UsageError
+from ptxtool.records import finish, record
 
 if TYPE_CHECKING:  # the parser is imported by parse_source: `ptxtool --help` and GPU-only commands skip it
     from ptxtool.syntax import ast
@@ -23,7 +22,7 @@ _BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), f
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Source:
     """An input file's name (`<stdin>` for `-`) and its text; a binary input (a .cubin) has its bytes instead."""
 
@@ -41,7 +40,7 @@ class Source:
         return self.path.endswith(CUDA_SUFFIXES)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unreadable:
     """An input that could not be read, and why: the services report it in input order beside the others."""
 
@@ -51,6 +50,9 @@ class Unreadable:
     @property
     def display(self) -> str:
         return "<stdin>" if self.path == STDIN else self.path
+
+
+finish((Source, Unreadable))
 
 
 def read_inputs(paths: Sequence[str], *, cuda: bool = False, binary: bool = False) -> list[Source | Unreadable]:
@@ -72,11 +74,11 @@ def read_inputs(paths: Sequence[str], *, cuda: bool = False, binary: bool = Fals
 
 
 def _read_bytes(path: str) -> bytes:
-    p = Path(path)
-    if not p.is_file():
+    if not os.path.isfile(path):
         raise InputError.at(path, "no such file")
     try:
-        return p.read_bytes()
+        with open(path, "rb") as f:
+            return f.read()
     except OSError as error:
         raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
 
@@ -86,17 +88,16 @@ def read_source(path: str) -> Source:
     if path == STDIN:
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         name = "<stdin>"
-    else:
-        p = Path(path)
+    else:  # (os.path, not pathlib: `fmt` and `parse` never import pathlib)
         name = path
-        if not p.exists():
+        if not os.path.exists(path):
             raise InputError.at(path, "no such file")
-        if p.is_dir():
+        if os.path.isdir(path):
             raise InputError.at(path, "is a directory, not a PTX file (give the .ptx files inside it)")
-        if p.suffix in (".cu", ".cuh"):
+        if os.path.splitext(path)[1] in CUDA_SUFFIXES:
             raise InputError.at(path, "CUDA C++, not PTX: compile it with `nvcc -ptx` (inspect and lint compile .cu)")
         try:
-            with p.open("rb") as f:
+            with open(path, "rb") as f:
                 data = f.read(MAX_BYTES + 1)  # bounded: /dev/zero or a runaway pipe must not eat the memory
         except OSError as error:
             raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
@@ -139,10 +140,10 @@ def _umask() -> int:
 _STANDARD_STREAMS = {"/dev/stdout": 1, "/dev/fd/1": 1, "/proc/self/fd/1": 1, "/dev/stderr": 2, "/dev/fd/2": 2}
 
 
-def _refuse_read_only(path: str, target: Path) -> None:
+def _refuse_read_only(path: str, target: str) -> None:
     """Refuse to replace a file its owner made read-only: the rename would bypass the mode `open` honours. Root
     passes the kernel's check on any file, so for root a file with no write bit at all counts as read-only too."""
-    mode = target.stat().st_mode
+    mode = os.stat(target).st_mode
     if os.access(target, os.W_OK) and not (os.geteuid() == 0 and not mode & 0o222):
         return
     raise InputError.at(
@@ -184,14 +185,21 @@ def _make_temp(directory: str, prefix: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", directory)
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write an output file: a regular file is replaced all at once (a crash leaves the old file or the new one, never
     half of one); a device (/dev/null), a FIFO or /dev/stdout is written where it is."""
     if path in _STANDARD_STREAMS:
         return _write_stream(path, text)
-    target = Path(os.path.realpath(path))  # through a symbolic link: rewrite the file it points to, keep the link
+    target = os.path.realpath(path)  # through a symbolic link: rewrite the file it points to, keep the link
     try:
-        info = target.stat()
+        info = os.stat(target)
     except OSError:
         info = None
     if info is not None and not stat.S_ISREG(info.st_mode):
@@ -201,20 +209,21 @@ def write_atomic(path: str, text: str) -> None:
     if info is not None:
         _refuse_read_only(path, target)
     mode = info.st_mode & 0o7777 if info is not None else 0o666 & ~_umask()  # a new file: as `open` makes it
+    directory, filename = os.path.split(target)
     try:
-        fd, tmp = _make_temp(str(target.parent or "."), f".{target.name}.")
+        fd, tmp = _make_temp(directory or ".", f".{filename}.")
     except OSError as error:  # no such directory, read-only, /proc: the user's output path, not a bug
-        raise InputError.at(path, f"cannot write in {target.parent}: {error.strerror or error}") from None
+        raise InputError.at(path, f"cannot write in {directory}: {error.strerror or error}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write(text)
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, target)
     except OSError as error:
-        Path(tmp).unlink(missing_ok=True)
+        _remove(tmp)
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             raise EnvironmentProblem(f"{path}: cannot write: {error.strerror} (disk full)") from None
         raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove(tmp)
         raise

@@ -1,9 +1,10 @@
 """tests/ptx_sim.py's CTA simulator with the split's mbarriers: `mbarrier.init`, `mbarrier.arrive`, a failing
-`mbarrier.try_wait.parity` (the thread yields and retries), and `cp.async.mbarrier.arrive.noinc` (the arrival fires
-once all of the thread's earlier cp.asyncs have landed). Copies land as late as the PTX ISA allows: only when a
-thread would otherwise spin (one random thread's oldest pending arrival, its copies in a random order) or at that
-thread's `cp.async.wait_all`; so a consumer that read a slot before its copies landed, a count that never
-completes a phase (the run does not finish), or a missing wait gives other bits than the input's."""
+`mbarrier.try_wait.parity` or (sm_80) `mbarrier.test_wait.parity` (the thread yields and retries), and
+`cp.async.mbarrier.arrive.noinc` (the arrival fires once all of the thread's earlier cp.asyncs have landed). Copies
+land as late as the PTX ISA allows: only when a thread would otherwise spin (one random thread's oldest pending
+arrival, its copies in a random order) or at that thread's `cp.async.wait_all`; so a consumer that read a slot before
+its copies landed, a count that never completes a phase (the run does not finish), or a missing wait gives other bits
+than the input's."""
 
 from __future__ import annotations
 

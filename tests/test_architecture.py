@@ -22,6 +22,7 @@ LEAVES = {"toolchain", "report", "config", "sources"}  # used from anywhere; the
 TOP = {
     "errors": "base",
     "cache": "base",
+    "records": "base",
     "__init__": "base",
     "cli": "cli",
     "help": "cli",

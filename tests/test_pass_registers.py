@@ -5,6 +5,7 @@ into the input's own text, and (marked `gpu`) the output computes bit for bit wh
 from __future__ import annotations
 
 import importlib.util
+import os
 import types
 from dataclasses import replace
 from itertools import product
@@ -152,6 +153,30 @@ def test_maxntid_is_lowered_to_the_specs_block_and_never_below() -> None:
             smem_spilling=True,
         ):
             assert prod(c.bounds.maxntid) >= prod(block)
+
+
+def test_minnctapersm_candidates_are_one_per_register_budget_nearest_the_authors() -> None:
+    # 128 threads: 7 blocks give 72 registers, 6 give 80, 5 96, 4 128, 3 168, 2 and 1 all there are
+    assert bounds.relaxations("sm_90", 128, 7) == (6, 5, 4, 3, 2)
+    # 256 threads at 8 blocks (32 registers): 7 blocks give no more registers, so 7 is not worth a compile
+    assert bounds.relaxations("sm_90", 256, 8) == (6, 5, 4, 3, 2, 1)
+    budgets = [bounds._cap_for("sm_90", 0, 64, m) for m in bounds.relaxations("sm_90", 64, 32)]
+    assert len(budgets) <= bounds.MAX_RELAXATIONS and budgets == sorted(set(budgets))  # distinct, loosening
+    assert bounds.relaxations("sm_90", 1024, 2) == (1,) and bounds.relaxations("sm_90", 1024, 1) == ()
+    assert bounds.relaxations("sm_90", None, 8) == (7, 4, 1)  # no block size: 1, m/2, m-1
+
+
+@pytest.mark.usefixtures("ptxas", "no_remat")
+def test_minnctapersm_is_relaxed_only_as_far_as_the_spills_need() -> None:
+    # long_live_ranges promising 9 blocks of 128 threads: 56 registers, 200 B spilled. 8 blocks still spill 16 B,
+    # 7 spill nothing in 72 registers (44 % occupancy); 1, m/2 and m-1 offered only 76 registers (38 %), 4 and 8
+    text = PRESSURE.read_text().replace(".maxntid 1024, 1, 1\n.minnctapersm 2", ".maxntid 128, 1, 1\n.minnctapersm 9")
+    _, out, report = _pass(text)
+    k = next(k for k in report.kernels if k.name == "long_live_ranges")
+    assert k.before.spill_bytes and k.changes == (".minnctapersm 9 -> 7",)
+    assert (k.after.registers, k.after.spill_bytes, k.after.occupancy) == (72, 0, 0.4375)
+    assert {".minnctapersm 9 -> 8", ".minnctapersm 9 -> 2"} <= {t.change for t in k.tried}
+    assert ".minnctapersm 7" in format_module(out)
 
 
 def test_smem_spilling_only_where_the_files_version_and_target_allow() -> None:
@@ -444,10 +469,17 @@ def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
             Source(f"{r['source']}.{v}.ptx", (folder / f"{r['source']}.{v}.ptx").read_text())
             for v in ("input", "registers")
         ]
-        report = run(sources, load_spec(str(spec)), r["kernel"])
-        assert report.verdict == "identical", (r["kernel"], report.verdict)
+        launch = load_spec(str(spec))
+        report = run(sources, launch, r["kernel"])
+        # llm.c's layernorm_backward_kernel8 sums dweight/dbias with float atomics: its spec gives them a tolerance
+        assert report.verdict == ("within_tolerance" if launch.nondeterministic else "identical"), (
+            r["kernel"],
+            report.verdict,
+        )
         checked += 1
-    assert checked >= 5  # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least
+    # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least; with the upstream kernels
+    # (benchmarks/registers_upstream.py) the 11 of llm.c's and ccminer's that the pass changes too
+    assert checked >= (16 if os.environ.get("PTXTOOL_UPSTREAM") else 5)
 
 
 def _dynamic_smem_kernel(uses: bool) -> str:

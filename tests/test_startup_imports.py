@@ -80,6 +80,45 @@ def test_fmt_and_parse_of_a_valid_file_never_load_rich(command: tuple[str, ...],
     assert "rich" not in modules
 
 
+# What `fmt FILE -o OUT` must not load (issue 12: on a data-heavy file its start-up counts against a ptxas run of a
+# tenth of a second): the file reader and the parser's caches use os.path, report.text imports json and difflib where
+# it uses them (click itself imports difflib for `-o`, trying it as a long option first), and nothing above syntax/.
+FMT_NEVER = (
+    "pathlib",
+    "urllib.parse",
+    "ipaddress",
+    "json",
+    "tempfile",
+    "rich",
+    "lark",
+    "ptxtool.isa",
+    "ptxtool.analysis",
+    "ptxtool.syntax.names",
+    "ptxtool.toolchain",
+    "subprocess",
+    "tomllib",
+    "importlib.metadata",
+    "hashlib",
+    "pickle",
+    "shutil",
+)
+
+
+def test_fmt_loads_only_what_formatting_needs(tmp_path: Path) -> None:
+    source = tmp_path / "k.ptx"
+    source.write_text(KERNEL, encoding="utf-8")
+    code = (
+        "import sys\nfrom ptxtool.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    command = [sys.executable, "-c", code, "fmt", str(source), "-o", str(tmp_path / "out.ptx")]
+    modules = set(subprocess.run(command, capture_output=True, text=True, check=True).stdout.split())
+    assert {"ptxtool.syntax.parser", "ptxtool.services.fmt", "ptxtool.sources"} <= modules  # the premise
+    assert sorted(m for m in FMT_NEVER if m in modules) == []
+    assert (tmp_path / "out.ptx").read_text(encoding="utf-8") == KERNEL  # and it wrote the file (already canonical)
+
+
 def test_an_error_still_prints_through_rich(tmp_path: Path) -> None:
     """The lazy console is the same console: a bad file's diagnostic comes out with its position."""
     source = tmp_path / "bad.ptx"

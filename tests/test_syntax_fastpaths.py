@@ -16,6 +16,9 @@ import re
 import pytest
 from test_frontend_regressions import lex_seconds
 
+from ptxtool.errors import Diagnostic, Location
+from ptxtool.services import fmt
+from ptxtool.sources import Source, Unreadable
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.lexer import _ITEM_SPLIT, LexSession, decimal_list, section_span
 from ptxtool.syntax.parser import _parser
@@ -190,7 +193,7 @@ def test_fast_paths_do_not_scan_to_a_far_end_again_and_again(unit: str) -> None:
 def test_a_record_without_a_docstring_is_made_without_inspect(monkeypatch: pytest.MonkeyPatch) -> None:
     """dataclass writes a missing docstring from inspect.signature, which for a record (no __init__ yet) tokenizes
     object's signature: compiling tokenize's pattern cost every command 10 ms of start-up."""
-    from ptxtool.syntax.records import finish, record
+    from ptxtool.records import finish, record
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("inspect.signature called")
@@ -213,17 +216,23 @@ def _reference(cls: type) -> type:
         options = {"compare": f.compare, "repr": f.repr, "kw_only": f.kw_only}
         if f.default is not dataclasses.MISSING:
             options["default"] = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            options["default_factory"] = f.default_factory
         specs.append((f.name, f.type, dataclasses.field(**options)))
     return dataclasses.make_dataclass(cls.__name__, specs, frozen=True, slots=True)
 
 
-RECORDS = [c for c in ast.NODE_TYPES if "__dataclass_fields__" in c.__dict__]
+# the tree's classes, and those every `fmt` run imports (made by records for its start-up: issue 12)
+RECORDS = [
+    *(c for c in ast.NODE_TYPES if "__dataclass_fields__" in c.__dict__),
+    *(Location, Diagnostic, Source, Unreadable, fmt.Options, fmt.Formatted, fmt.FmtResult),
+]
 
 
 @pytest.mark.parametrize("cls", RECORDS, ids=lambda c: c.__name__)
 def test_record_classes_are_the_frozen_slotted_dataclasses(cls: type) -> None:
     reference = _reference(cls)
-    assert inspect.signature(cls) == inspect.signature(reference)
+    assert str(inspect.signature(cls)) == str(inspect.signature(reference))  # a default_factory shows as <factory>
     assert cls.__match_args__ == reference.__match_args__
     rng = random.Random(cls.__name__)
     values = {f.name: rng.choice(["a", 1, (), None]) for f in dataclasses.fields(cls)}
@@ -242,6 +251,14 @@ def test_record_classes_are_the_frozen_slotted_dataclasses(cls: type) -> None:
         setattr(node, dataclasses.fields(cls)[0].name, "x")
     with pytest.raises(dataclasses.FrozenInstanceError):
         delattr(node, dataclasses.fields(cls)[0].name)
+
+
+def test_a_default_factory_makes_a_new_value_for_each_record() -> None:
+    first, second = Diagnostic(Location("k.ptx"), "m"), Diagnostic(Location("k.ptx"), "m")
+    assert first.properties == {} and first.properties is not second.properties
+    assert fmt.FmtResult(fmt.Options()).files == [] and fmt.FmtResult(fmt.Options()).files is not first.properties
+    given = {"rule": "x"}
+    assert Diagnostic(Location("k.ptx"), "m", properties=given).properties is given
 
 
 # ---------------------------------------------------------------- whole instruction lines
@@ -283,6 +300,24 @@ _STATEMENTS = [
     ".reg .b32 %r<9>;",
     ".loc 1 2 3",
     "mov.u32 %r1,\n\t%r2;",
+    # declarations and `.loc` lines: the plain ones are taken whole too (issue 12), the others token by token
+    ".reg .pred \t%p<5>;",
+    ".reg .b64 %rd1, %rd2 ,%rd3;",
+    ".param .b64 param0;",
+    ".local .align 4 .b8 __local_depot9[256];",
+    ".shared .align 16 .b8 tile[2][ 64 ];",
+    ".reg .b32 %r < 0x10 >;",
+    ".reg .b8 x[];",
+    ".local .align .b8 y[4];",
+    ".reg .u32 z = 1;",
+    ".reg.b32 glued;",
+    ".reg .b32 %r1; // trailing",
+    ".reg /* inside */ .b32 %r2;",
+    ".reg .v2 .f32 v;",
+    ".loc\t2 105 0",
+    ".loc 1 4 0 // trailing",
+    ".loc 1 0x1F 2",
+    ".loc 1 5 3, function_name $L__info_string0, inlined_at 1 2 3",
 ]
 _KERNEL_HEAD = HEAD + ".global .u32 s;\n.func (.param .b32 r) f(.param .b32 a)\n{\n\tret;\n}\n.visible .entry k()\n{\n"
 
@@ -308,10 +343,10 @@ def _both_ways(text: str) -> tuple[object, object]:
     driver, _, build, _ = _parser()
     parse_tokens = driver.parse
     results = []
-    for whole_line in (build.instruction_line, None):
+    for whole_lines in (build.whole_lines, None):
 
-        def run(tokens, recover, _=None, whole_line=whole_line):
-            return parse_tokens(tokens, recover, whole_line)
+        def run(tokens, recover, _=None, whole_lines=whole_lines):
+            return parse_tokens(tokens, recover, whole_lines)
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(driver, "parse", run)
@@ -330,12 +365,13 @@ def test_whole_instruction_lines_build_the_tree_token_by_token_builds() -> None:
     assert fast == slow
     assert isinstance(parse(text), ast.Module)  # the premise: valid, so the trees are compared
     _, _, build, _ = _parser()
-    assert build.line_match is not None  # and the fast path ran
+    assert None not in (build.line_match, build.declaration_match, build.loc_match)  # and the fast paths ran
 
 
 def test_broken_lines_report_the_errors_token_by_token_reports() -> None:
     rng = random.Random(22)
     edits = [";", ",", "{", "}", "[", "]", "@", "!", "-", "+", ":", " ", "\n", "x", "1", ".f32", "//", "\v"]
+    edits += ["\n\n", "\n}\n{\n", ".loc 1 2 3\n", ".entry", "<", "/*"]  # runs of lines taken whole end anywhere
     for _ in range(60):
         lines = ["\t" + rng.choice(_STATEMENTS) for _ in range(120)]
         for _ in range(rng.randrange(1, 4)):

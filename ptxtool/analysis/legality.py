@@ -22,7 +22,7 @@ def _problem(line: int, column: int, message: str) -> Diagnostic:
     return Diagnostic(Location("", line, column), message)
 
 
-def _explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> str:
+def explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Target, ...]) -> str:
     """Say the smallest change that would make a feature legal: a newer .version, or a target that has it."""
     on_target = [n for n in needs if all(n.target_ok(t) for t in targets)]
     if on_target:
@@ -70,7 +70,7 @@ def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Targe
     for r in isa.requirements(i):
         if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
             seen.add(r.what)
-            out.append(_explain(r.what, r.needs, ptx, targets))
+            out.append(explain(r.what, r.needs, ptx, targets))
     return out
 
 
@@ -134,14 +134,14 @@ def check_module(module: ast.Module) -> list[Diagnostic]:
     for key, line, column in _constructs(module):
         feature = isa.CONSTRUCTS[key]
         if not isa.satisfied(feature.needs, ptx, targets):
-            problems.append(_problem(line, column, _explain(feature.name, feature.needs, ptx, targets)))
+            problems.append(_problem(line, column, explain(feature.name, feature.needs, ptx, targets)))
     said: dict[tuple, list[str]] = {}
     for function in module.functions:
         for directive in function.directives:
             feature = isa.DIRECTIVES.get(directive.word)
             if feature and not isa.satisfied(feature.needs, ptx, targets):
                 what = f"directive '{directive.word}' on '{function.name}'"
-                problems.append(_problem(function.line, function.column, _explain(what, feature.needs, ptx, targets)))
+                problems.append(_problem(function.line, function.column, explain(what, feature.needs, ptx, targets)))
         if function.body is not None:
             for i in ast.instructions(function.body):
                 key = _spelling(i)

@@ -3,10 +3,7 @@ Result's JSON or SARIF document is already on stdout, and only the stderr part i
 
 from __future__ import annotations
 
-import difflib
-import json
 from collections.abc import Callable
-from pathlib import Path
 
 from ptxtool.errors import Diagnostic, Location
 from ptxtool.report.console import Out, diagnostic_line
@@ -57,6 +54,8 @@ def fmt(result, out: Out, machine: bool) -> None:
 
 
 def _diff(out: Out, name: str, before: str, after: str, colour: bool) -> None:
+    import difflib  # only --diff needs it: `fmt FILE -o OUT` and `parse` do not pay for its import
+
     old, new = (name, name) if name.startswith(("/", "<")) else (f"a/{name}", f"b/{name}")
     for line in difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), old, new):
         if not line.endswith("\n"):  # the marker `patch` and `git apply` need, on a line of its own
@@ -100,6 +99,8 @@ def report(result, out: Out, machine: bool) -> None:
 def sass(result, out: Out, machine: bool) -> None:
     """Each function under its name (demangled beside a C++ symbol); a source line (`--source`) or PTX line above
     the run of instructions it made, the offset before each instruction with `--addresses`."""
+    from pathlib import PurePath
+
     from ptxtool.syntax.names import display
 
     if not result.functions:
@@ -118,7 +119,7 @@ def sass(result, out: Out, machine: bool) -> None:
                 source = at
                 quoted = result.source_texts.get(at.file)
                 code = f"  {quoted[at.line - 1].strip()}" if quoted and at.line <= len(quoted) else ""
-                text.append(f"// {Path(at.file).name}:{at.line}{code}")
+                text.append(f"// {PurePath(at.file).name}:{at.line}{code}")
             if result.with_ptx and entry.ptx_line and entry.ptx_line != shown and entry.ptx_line <= len(lines):
                 shown = entry.ptx_line
                 text.append(f"        // {shown:>5}: {lines[shown - 1].strip()}")
@@ -203,6 +204,8 @@ def rules(result, out: Out, machine: bool) -> None:
         (r,) = result.rules
         out.line(f"{r.id} {r.name} ({r.severity})\n\n{r.doc}")
         if result.options:
+            import json
+
             out.line("\nOptions: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in result.options.items()))
         return
     for r in result.rules:
@@ -334,7 +337,11 @@ def _optimize_summary(result) -> str:
     c = result.checks
     if c.roles:  # warp-roles: verified as a whole, not per instruction
         return " · ".join(
-            (head, "ptxas ok", f"SASS of {c.roles} warp-role kernel(s) shows the ring (SYNCS; LDGSTS, DEPBAR)")
+            (
+                head,
+                "ptxas ok",
+                f"SASS of {c.roles} warp-role kernel(s) shows the ring (mbarrier waits and arrivals; LDGSTS, DEPBAR)",
+            )
         )
     parts = [head, "ptxas ok"]
     if retuned:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ptxtool.errors import EXIT_FOUND, EXIT_INPUT, EXIT_OK, Diagnostic, InputError, UsageError
+from ptxtool.records import finish, record
 from ptxtool.sources import STDIN, Source, Unreadable, parse_source, write_atomic
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Options:
     output: str | None = None
     in_place: bool = False
@@ -31,7 +32,7 @@ class Options:
         return self
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Formatted:
     path: str
     before: str
@@ -42,7 +43,7 @@ class Formatted:
         return self.before != self.after
 
 
-@dataclass(frozen=True)
+@record
 class FmtResult:
     options: Options
     files: list[Formatted] = field(default_factory=list)
@@ -60,6 +61,9 @@ class FmtResult:
             "files": [{"path": f.path, "changed": f.changed} for f in self.files],
             "errors": [d.to_data() for d in self.errors],
         }
+
+
+finish((Options, Formatted, FmtResult))  # frozen slotted dataclasses, their methods compiled once: start-up
 
 
 def execute(options: Options, sources: list[Source | Unreadable]) -> FmtResult:

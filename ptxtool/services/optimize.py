@@ -39,6 +39,7 @@ from ptxtool.syntax.printer import LINE, inline
 from ptxtool.toolchain.compile import Compiled, compile_ptx, target_arch
 from ptxtool.toolchain.resources import FunctionResources
 from ptxtool.toolchain.sass import GLOBAL_MEMORY, ListingLine, SassCode, crossings, disassemble, listing
+from ptxtool.toolchain.sass import missing as sass_missing
 
 SCHEMA = "ptxtool.optimize/2"  # /2: `problems` are diagnostics (in /1, strings)
 # The `code` of each reason a file fails (its `problems`): a unit --strict let fail, the split's own proof, the register
@@ -364,9 +365,7 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
             sass = disassemble(after.cubin)
             split = {f.name: f for f in optimized.kernels}
             for r in reports[0].rewrites:
-                opcodes = " ".join(i.opcode for i in sass.get(r.kernel, ()))
-                proof = warp_roles.sass_proof(split[r.kernel])
-                missing = [m for m in proof if m not in opcodes]
+                missing = sass_missing(warp_roles.sass_proof(split[r.kernel], arch), sass.get(r.kernel, ()))
                 if missing:
                     said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
                     problems.append(_failure(path, said, _WARP_ROLES_PROOF, r.line, r.column, kernel=r.kernel))

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import FrozenInstanceError, field, fields
 
-from ptxtool.syntax.records import finish, record
+from ptxtool.records import finish, record
 
 # ---------------------------------------------------------------- operands
 

@@ -13,34 +13,42 @@ from dataclasses import replace
 from ptxtool.syntax import ast
 from ptxtool.syntax.lexer import Comment
 
+_PAST_END = 1 << 62  # the line of the comment after the last one
+
 
 class _Cursor:
-    """Walks the comments in source order, handing out runs of them."""
+    """Walks the comments in source order, handing out runs of them; `line` is the next one's (past the end: none)."""
 
     def __init__(self, comments: list[Comment]) -> None:
         self.comments = comments
         self.i = 0
+        self.line = comments[0].line if comments else _PAST_END
 
     @property
     def done(self) -> bool:
         return self.i >= len(self.comments)
+
+    def _moved(self, start: int) -> tuple[str, ...]:
+        comments = self.comments
+        self.line = comments[self.i].line if self.i < len(comments) else _PAST_END
+        return tuple(c.text for c in comments[start : self.i])
 
     def before(self, line: int, column: int) -> tuple[str, ...]:
         start = self.i
         comments = self.comments
         while self.i < len(comments) and (comments[self.i].line, comments[self.i].column) < (line, column):
             self.i += 1
-        return tuple(c.text for c in comments[start : self.i])
+        return self._moved(start) if self.i > start else ()
 
     def through_line(self, line: int) -> tuple[str, ...]:
         start = self.i
         comments = self.comments
         while self.i < len(comments) and comments[self.i].line <= line:
             self.i += 1
-        return tuple(c.text for c in comments[start : self.i])
+        return self._moved(start) if self.i > start else ()
 
     def rest(self) -> tuple[str, ...]:
-        return self.before(1 << 62, 0)
+        return self.before(_PAST_END, 0)
 
 
 def attach_comments(module: ast.Module, comments: list[Comment]) -> ast.Module:
@@ -87,6 +95,8 @@ def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Bl
             if type(s) is ast.Block:
                 frames.append((s, cursor.before(s.line, s.column), []))
                 positions.append(0)
+            elif s.end_line < cursor.line and s.line < cursor.line:  # no comment before its end: nothing to attach
+                done.append(s)
             else:
                 done.append(_attach(s, cursor))
             continue

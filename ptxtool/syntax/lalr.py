@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ptxtool.records import finish, record
 from ptxtool.syntax.lexer import Token
-from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"
-LINE = "INSTRUCTION_LINE"  # a label or instruction that `whole_line` builds whole, where a statement may start
+LINE = "INSTRUCTION_LINE"  # a statement that a `whole_lines` builder makes whole, where a statement may start
 # parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
 # over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
 MAX_DEPTH = 12_000
@@ -141,12 +141,13 @@ class Driver:
         self,
         tokens: Iterable[Token],
         on_error: Callable[[Unexpected], bool],
-        whole_line: Callable[[Token], object | None] | None = None,
+        whole_lines: dict[str, Callable[[Token], object | None]] | None = None,
     ) -> object:
         """Parse a token stream. On an unexpected token call `on_error` (False stops), then recover: drop back to
         where the broken statement began and skip to its end, so the next statement parses cleanly. Where a
-        statement may start, a name or `@` is first offered to `whole_line`: the node of the whole label or instruction
-        it begins (shifted as one INSTRUCTION_LINE; the token source then goes on after it), or None."""
+        statement may start, a token whose terminal is in `whole_lines` (a name, `@`, a declaration's first word,
+        `.loc`) is first offered to its builder there: the node of the whole statement it begins on its line (shifted
+        as one INSTRUCTION_LINE; the token source then goes on after it), or None."""
         actions, builders, starts = self.actions, self.builders, self.statement_starts
         stack = [self.start_state]
         values: list[object] = []
@@ -185,13 +186,15 @@ class Driver:
                         message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
                         on_error(Unexpected(token, frozenset(), message))
                         return None
-                    if (kind == "WORD" or kind == "AT") and whole_line is not None:
+                    if whole_lines is not None and (whole_line := whole_lines.get(kind)) is not None:
                         line = actions[stack[-1]].get(LINE)
                         # (not near the depth limit, which the instruction's own tokens could reach)
                         if line.__class__ is int and len(stack) < MAX_DEPTH - 64:
                             node = whole_line(token)
                             if node is not None:
-                                action, token = line, node
+                                stack.append(line)
+                                values.append(node)
+                                break
                     stack.append(action)
                     values.append(token)
                     break

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ptxtool.syntax.records import finish, record
+from ptxtool.records import finish, record
 from ptxtool.syntax.tables import Terminal
 
 
@@ -256,6 +256,27 @@ class PtxLexer:
             if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
             else None
         )
+        # A one-line declaration of the forms compilers write in a body (`.reg .b32 %r<9>;`, `.param .b64 p;`,
+        # `.local .align 4 .b8 d[256];`): words apart (only `.align` takes a number), then names with an optional
+        # `<count>` and integer dimensions; no initializer (groups: words, declarators). The parser checks that no
+        # word is a keyword.
+        declarator = rf"{word}(?:[ \t]*+<[ \t]*+(?:{number})[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{number})?[ \t]*+\])*+"
+        self.declaration_line = (
+            rf"((?:(?:\.align[ \t]++(?:{number})|{by_name['DOTWORD']})[ \t]++)++)"
+            rf"((?:{declarator}(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++)[ \t]*+;"
+            if self.instruction_line is not None
+            else None
+        )
+        # `.loc FILE LINE COLUMN` alone on its line (group: the numbers), where the next token (after blanks and
+        # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
+        # (Each terminal's pattern once in each pattern: compiling them is start-up time.)
+        self.loc_line = (
+            rf"\.loc((?:[ \t]++(?:{number})){{3}})[ \t]*+(?=[\n/])"
+            r"(?=(?:[ \t\r\n]++|//[^\n]*+)*+"
+            r"(?:[A-Za-z_$@{}]|%[A-Za-z0-9_$]|\.(?!(?:section|entry|func)(?![A-Za-z0-9_$:]))[A-Za-z_$]))"
+            if self.instruction_line is not None
+            else None
+        )
 
     def tokens(self, text: str, session: LexSession) -> Iterator[Token]:
         """The tokens of `text`; comments and lexical errors go to `session`, with where the last tokens were."""
@@ -332,8 +353,13 @@ class PtxLexer:
                             body_after_comments = re.compile(commented_brace).match(text, last_end) is not None
                     previous = kind
                     yield token
-                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself
-                        position = last_end = session.resume_at
+                    if session.resume_at:  # the parser took the rest of the line (an INSTRUCTION_LINE) itself,
+                        position = session.resume_at  # and maybe the lines after it
+                        newlines = count("\n", last_end, position)
+                        if newlines:
+                            line += newlines
+                            line_start = rfind("\n", last_end, position) + 1
+                        last_end = position
                         session.resume_at, previous = 0, "SEMICOLON"
                         break
                 if position is not None:

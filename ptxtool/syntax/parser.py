@@ -14,12 +14,12 @@ from collections.abc import Callable
 from functools import cache
 from typing import NamedTuple
 
+from ptxtool.records import finish, record
 from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
-from ptxtool.syntax.records import finish, record
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 
 # ---------------------------------------------------------------- errors
@@ -129,7 +129,8 @@ class _Located(NamedTuple):
 
 
 class _Several(tuple):
-    """Statements one grammar rule matched: unknown directives a declaration began with, then the declaration."""
+    """Statements one grammar rule matched (unknown directives a declaration began with, then the declaration), or
+    a run of lines taken whole: spliced into the block or module that holds them."""
 
 
 class _Params(tuple):
@@ -174,7 +175,9 @@ def _canonical_items(items: str) -> str:
     return items
 
 
-LINE_AFTER = 64  # statements before instruction_line compiles its pattern (some milliseconds) and starts
+LINE_AFTER = 64  # statements before the whole-line patterns are compiled (some milliseconds) and start
+_LINE_GAP = r"[ \t]*+\n[ \t\n]*+"  # between two statements a run takes: blanks and line ends only
+_WORD_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$%@")  # a name's first character, `@`
 _OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
 _DIGITS = frozenset("0123456789")
 _NUMBER_STARTS = frozenset("-.0123456789")
@@ -193,9 +196,21 @@ class _Build:
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.line_pattern = ""  # the lexer's, for instruction_line (compiled on first use)
+        # the lexer's patterns for instruction_line, declaration_line and loc_line, each compiled on first use
+        self.line_pattern = self.declaration_pattern = self.loc_pattern = ""
         self.line_match: Callable[[str, int], re.Match | None] | None = None
+        self.declaration_match: Callable[[str, int], re.Match | None] | None = None
+        self.loc_match: Callable[[str, int], re.Match | None] | None = None
+        self.gap_match: Callable[[str, int], re.Match | None] | None = None
+        self.keywords: dict[str, str] = {}  # the lexer's: a word that is one is no attribute
         self.offers = 0
+        # what the driver offers a statement's first token to, by its terminal
+        self.whole_lines = {
+            "WORD": self.instruction_line,
+            "AT": self.instruction_line,
+            "DOTWORD": self.declaration_line,
+            "LOC": self.loc_line,
+        }
 
     def reset(self, session: LexSession) -> None:
         self.session = session
@@ -550,31 +565,95 @@ class _Build:
             message = f"unexpected directive '{word.value}' after an opcode: a declaration word, not a modifier"
         self.session.errors.append(LexError(line, column, message))
 
-    def instruction_line(self, token: Token) -> ast.Instruction | ast.Label | None:
+    def _warm(self) -> bool:
+        """Whether the whole-line patterns are worth compiling: once a text has this many statements (a small file
+        would not pay them back)."""
+        self.offers += 1
+        if self.offers < LINE_AFTER:
+            return False
+        if self.gap_match is None:
+            self.gap_match = re.compile(_LINE_GAP).match
+        return True
+
+    def instruction_line(self, token: Token) -> object | None:
         """The instruction, or the label, that `token` (a name or `@`) begins, if the whole of it up to its `;` or
         `:` is on this line in the plain forms the lexer's `instruction_line` pattern takes: built from the same words
-        by the same methods as the token-by-token path; the lexer goes on after it. None for any other statement."""
-        match = self.line_match
-        if match is None:  # compiled once a text has this many statements: a small file would not pay it back
-            self.offers += 1
-            if self.offers < LINE_AFTER:
+        by the same methods as the token-by-token path; the lexer goes on after it (`_run`). None for any other
+        statement."""
+        if self.line_match is None:
+            if not self._warm():
                 return None
-            match = self.line_match = re.compile(self.line_pattern).match
-        session = self.session
-        found = match(session.text, token.start_pos)
+            self.line_match = re.compile(self.line_pattern).match
+        return self._run(self._instruction(token.start_pos, token.line, token.column, token), token.line)
+
+    def declaration_line(self, token: Token) -> object | None:
+        """The declaration that `token` (a word such as `.reg`) begins, if the whole of it is on this line in the
+        forms the lexer's `declaration_line` pattern takes: the node `declaration` builds from the same words."""
+        if self.declaration_match is None:
+            if not self._warm():
+                return None
+            self.declaration_match = re.compile(self.declaration_pattern).match
+        return self._run(self._declaration(token.start_pos, token.line, token.column), token.line)
+
+    def loc_line(self, token: Token) -> object | None:
+        """The `.loc` directive that `token` begins, if it stands alone on its line as the lexer's `loc_line` pattern
+        takes it: the node `d_loc` builds from the same numbers."""
+        if self.loc_match is None:
+            if not self._warm():
+                return None
+            self.loc_match = re.compile(self.loc_pattern).match
+        return self._run(self._loc(token.start_pos, token.line, token.column), token.line)
+
+    def _run(self, built: tuple[object, int] | None, line: int) -> object | None:
+        """A statement built whole (and where it ends), with the statements on the lines after it that the whole-line
+        patterns take too, each as its first token would have been offered where the block goes on (blank lines
+        between them, nothing else): one node, or a run the block splices in. The lexer goes on after the last."""
+        if built is None:
+            return None
+        node, end = built
+        session, gap = self.session, self.gap_match
+        text = session.text
+        nodes: list | None = None
+        while (found := gap(text, end)) is not None:
+            start = found.end()
+            following = self._following(text, start, line + text.count("\n", end, start))
+            if following is None:
+                break
+            if nodes is None:
+                nodes = [node]
+            nodes.append(following[0])
+            end, line = following[1], session.prev_line
+        session.prev_line = session.last_line = line  # the line of the last statement's end
+        session.resume_at = end
+        return node if nodes is None else _Several(nodes)
+
+    def _following(self, text: str, start: int, line: int) -> tuple[object, int] | None:
+        """The statement at `start` (a line's first token) built whole, by the pattern its first character picks as
+        the lexer's token would be offered; None where that pattern is not compiled yet or does not take it."""
+        column = start - text.rfind("\n", 0, start)
+        first = text[start : start + 1]  # (empty at the end of the text)
+        if first == ".":
+            if self.loc_match is not None and (built := self._loc(start, line, column)) is not None:
+                return built
+            return self._declaration(start, line, column) if self.declaration_match is not None else None
+        if first in _WORD_STARTS and self.line_match is not None:
+            return self._instruction(start, line, column)
+        return None
+
+    def _instruction(self, start: int, line: int, column: int, token: Token | None = None) -> tuple[object, int] | None:
+        found = self.line_match(self.session.text, start)
         if found is None:
             return None
-        session.prev_line = token.line  # where its `;` or `:` is: the statement's last line
-        session.resume_at = found.end()
+        self.session.prev_line = line  # where its `;` or `:` is: the statement's last line
         negated, guard, opcode, operands, label = found.groups()
         if label is not None:
-            return self.label(token)
+            return self.label(token or Token("WORD", label, start, line, column)), found.end()
         children: list = []
         if guard is not None:
             children.append(ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard)))
             at = found.start(3)
-            token = Token("WORD", opcode, at, token.line, token.column + at - token.start_pos)
-        children.append(token)
+            token = Token("WORD", opcode, at, line, column + at - start)
+        children.append(token or Token("WORD", opcode, start, line, column))
         if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
             for item in operands.split(",") if "{" not in operands else re.findall(_OPERANDS, operands):
                 item = item.strip(" \t")
@@ -590,7 +669,37 @@ class _Build:
                     children.append(self._imm(item))
                 else:
                     children.append(self._name(item))
-        return self.instruction(*children)
+        return self.instruction(*children), found.end()
+
+    def _declaration(self, start: int, line: int, column: int) -> tuple[object, int] | None:
+        found = self.declaration_match(self.session.text, start)
+        if found is None:
+            return None
+        words, declarators = found.groups()
+        attributes: list[ast.Attribute] = []
+        for word in words.split():
+            if word[0] != ".":  # the number of the `.align` before it
+                attributes[-1] = ast.Attribute(".align", number=self._imm(word))
+            elif word in self.keywords:  # another token (`.entry`), not an attribute
+                return None
+            else:
+                attributes.append(ast.Attribute(word))
+        nodes = []
+        for text in declarators.split(","):  # checked by the pattern: `name<count>[size]...`
+            head, *sizes = text.split("[")
+            name, _, count = head.partition("<")
+            dims = tuple(self._imm(size) if (size := s.rstrip(" \t]").lstrip(" \t")) else None for s in sizes)
+            nodes.append(ast.Declarator(name.strip(" \t"), self._imm(count.strip(" \t>")) if count else None, dims))
+        self.session.prev_line = line
+        node = ast.Declaration(tuple(attributes), tuple(nodes), line=line, column=column, end_line=line)
+        return node, found.end()
+
+    def _loc(self, start: int, line: int, column: int) -> tuple[object, int] | None:
+        found = self.loc_match(self.session.text, start)
+        if found is None:
+            return None
+        self.session.prev_line = line
+        return self.d_loc(Token("LOC", ".loc", start, line, column), *found[1].split()), found.end()
 
     def guard(self, word):
         return ast.Guard(self._name(word))
@@ -680,6 +789,9 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
     lexer = PtxLexer(grammar.terminals, grammar.ignore)
     build.line_pattern = lexer.instruction_line or ""
+    build.declaration_pattern = lexer.declaration_line or ""
+    build.loc_pattern = lexer.loc_line or ""
+    build.keywords = lexer.keywords
     return Driver(grammar, build), lexer, build, spellings
 
 
@@ -726,8 +838,8 @@ def parse(text: str) -> ast.Module:
     try:
         with _lock:
             build.reset(session)
-            whole_line = build.instruction_line if lexer.instruction_line is not None else None
-            module = driver.parse(lexer.tokens(text, session), recover, whole_line)
+            whole_lines = build.whole_lines if lexer.instruction_line is not None else None
+            module = driver.parse(lexer.tokens(text, session), recover, whole_lines)
     except _GiveUp as stop:
         issues.append(stop.issue)
         module = None

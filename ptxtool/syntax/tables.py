@@ -12,12 +12,12 @@ import marshal
 import os
 import zlib
 from functools import cache
-from pathlib import Path
 
-from ptxtool.cache import cache_location
-from ptxtool.syntax.records import finish, record
+from ptxtool.cache import cache_directory
+from ptxtool.records import finish, record
 
-GRAMMAR = Path(__file__).resolve().parent.parent / "grammar" / "ptx.lark"  # in the wheel, and linked in a checkout
+# in the wheel, and linked in a checkout (paths as strings: a run that finds its tables never imports pathlib)
+GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "grammar", "ptx.lark")
 
 # an action: a shift (the next state) or a reduction (children popped, rule index, goto symbol): the form the driver
 # runs, so that a run uses the loaded table as it is
@@ -57,8 +57,13 @@ class Tables:
 finish((Rule, Terminal, Tables))
 
 
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def grammar_text() -> str:
-    return GRAMMAR.read_text(encoding="utf-8")
+    return _read(GRAMMAR)
 
 
 def _compile(text: str) -> Tables:
@@ -115,11 +120,11 @@ def _compile(text: str) -> Tables:
     )
 
 
-def _cache_file(key: str) -> Path | None:
+def _cache_file(key: str) -> str | None:
     """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
     off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
-    directory, why = cache_location()
-    return directory / f"tables-{zlib.crc32(key.encode()):08x}.marshal" if directory and not why else None
+    directory, why = cache_directory()
+    return os.path.join(directory, f"tables-{zlib.crc32(key.encode()):08x}.marshal") if directory and not why else None
 
 
 def _to_data(tables: Tables) -> tuple:
@@ -140,12 +145,13 @@ def load() -> Tables:
     """The tables: from the cache file when it was made from this grammar and this file, else compiled now and cached
     for next time."""
     text = grammar_text()
-    key = text + "\0" + Path(__file__).read_text(encoding="utf-8")
+    key = text + "\0" + _read(__file__)
     path = _cache_file(key)
     if path is None:
         return _compile(text)
     try:
-        cached_key, data = marshal.loads(path.read_bytes())
+        with open(path, "rb") as f:
+            cached_key, data = marshal.loads(f.read())
         if cached_key == key:
             return _from_data(data)
     except Exception:  # noqa: BLE001 - missing, unreadable, from another version: rebuild it
@@ -154,8 +160,8 @@ def load() -> Tables:
     import tempfile  # only here: a run that finds its tables never needs it
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tables-", suffix=".tmp")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tables-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(marshal.dumps((key, _to_data(tables))))
         os.replace(tmp, path)

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ptxtool.errors import EnvironmentProblem
+from ptxtool.isa.targets import Target
 from ptxtool.toolchain.compile import cache_dir
 from ptxtool.toolchain.discover import find_tool, run_tool
 
@@ -58,6 +59,67 @@ class SassInstruction:
     @property
     def mnemonic(self) -> str:
         return self.opcode.split(".", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class SassMark:
+    """An instruction a proof looks for in a function's SASS: `pattern` (a regex over `OPCODE OPERANDS`, from the
+    start), or where it is empty the opcode `name` with any further modifiers (`SYNCS.ARRIVE` finds
+    `SYNCS.ARRIVE.TRANS64.A1T0`). `name` is what a missing mark is called."""
+
+    name: str
+    pattern: str = ""
+
+    def matches(self, i: SassInstruction) -> bool:
+        if not self.pattern:
+            return i.opcode == self.name or i.opcode.startswith(self.name + ".")
+        return re.match(self.pattern, f"{i.opcode} {i.operands}") is not None
+
+
+def missing(marks: Sequence[SassMark], instructions: Sequence[SassInstruction]) -> list[str]:
+    """The names of the marks no instruction matches, in the marks' order."""
+    return [m.name for m in marks if not any(m.matches(i) for i in instructions)]
+
+
+@dataclass(frozen=True, slots=True)
+class MbarrierSass:
+    """What ptxas makes of mbarrier operations on one SASS generation: a phase wait (try_wait or test_wait), an
+    arrival, and cp.async.mbarrier.arrive (the arrival when a thread's copies land)."""
+
+    wait: tuple[SassMark, ...]
+    arrive: tuple[SassMark, ...]
+    copies_arrive: tuple[SassMark, ...]
+
+
+# By SASS generation, the first target number of each (read from the wheel's ptxas 13.5 on the warp-role splits of
+# tests/data/warp_roles and the benchmark kernels, S = 2 and 3, P = N/32 and 1). sm_80..sm_89 (Ampere, Ada) have no
+# SYNCS unit: mbarrier.init is a plain STS.64 of the initial state, an arrival a release fence and a shared-memory
+# atomic (`MEMBAR.ALL.CTA`, `ATOMS.ARRIVE.64`), a wait a load of the mbarrier's upper word (`LDS`, through `R2UR`
+# where the phase is uniform) and a test of its phase bit, bit 63, against the parity
+# (`LOP3.LUT P0,RZ,R3,0x80000000,R2,0x48,!PT` or its uniform `ULOP3.LUT UP0,...`): that test is the wait's only
+# mark of its own. sm_90 and later (sm_100, sm_120 alike) have SYNCS: `SYNCS.EXCH.64` initialises,
+# `SYNCS.ARRIVE.TRANS64.A1T0` arrives, `SYNCS.PHASECHK.TRANS64.TRYWAIT` waits. The copies' arrival is
+# `ARRIVES.LDGSTSBAR.64` (`.ARVCNT` from sm_90).
+MBARRIER_SASS: dict[int, MbarrierSass] = {
+    80: MbarrierSass(
+        wait=(SassMark("LOP3.LUT P,RZ,R,0x80000000 (phase bit)", r"U?LOP3\.LUT U?P\d,U?RZ,U?R\d+,0x80000000,"),),
+        arrive=(SassMark("MEMBAR.ALL.CTA"), SassMark("ATOMS.ARRIVE")),
+        copies_arrive=(SassMark("ARRIVES.LDGSTSBAR"),),
+    ),
+    90: MbarrierSass(
+        wait=(SassMark("SYNCS.PHASECHK"),),
+        arrive=(SassMark("SYNCS.ARRIVE"),),
+        copies_arrive=(SassMark("ARRIVES.LDGSTSBAR"),),
+    ),
+}
+
+
+def mbarrier_sass(arch: str) -> MbarrierSass | None:
+    """The mbarrier marks of the SASS generation of target `arch` (`sm_86`), or None below sm_80 (no mbarrier)."""
+    target = Target.parse(arch)
+    number = target.number if target else 0
+    generation = max((g for g in MBARRIER_SASS if g <= number), default=None)
+    return MBARRIER_SASS[generation] if generation is not None else None
 
 
 @dataclass

@@ -15,11 +15,12 @@ becomes, for consumers (%tid.x < N)
     $L: <slot, parity of trip k>;  mbarrier.try_wait.parity [full+8*slot] (loop);
         add %wr_a, %r11, slot*T;  ld.shared.f32 %f3, [%wr_a];  fma...;  mbarrier.arrive [empty+8*slot];  add...
 
-and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into
-the slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the
-consumers' code become `bar.sync 1, N`. The split-async variant's producers stage with cp.async and arrive when
-their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has
-every thread stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
+and for producers (%tid.x >= N): wait `empty[slot]` (the opposite parity, so the first S trips pass), stage into the
+slot, `mbarrier.arrive [full+8*slot]`, step, and `ret` after the loop. CTA-wide barriers left in the consumers' code
+become `bar.sync 1, N`. Below sm_90 the waits are test_wait, and every instruction written is checked against the file's
+.version/.target in the ISA tables (emit.Forms). The split-async variant's producers stage with cp.async and arrive when
+their copies land (async_producers.py). The pipeline variant (`variant="pipeline"`) keeps the block and has every thread
+stage S - 1 trips ahead with cp.async (pipeline.py, copies.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ptxtool.analysis.launch_bounds import block_bounds, with_exact_block
 from ptxtool.analysis.loops import find_loops
 from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full_barrier
 from ptxtool.isa import Mode
-from ptxtool.isa.targets import Target, version
+from ptxtool.isa.targets import Target
 from ptxtool.passes.report import PassReport, Rewrite, Skip
 from ptxtool.passes.warp_roles import async_producers
 from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, counted, stale_slot
@@ -41,26 +42,26 @@ from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
     RING,
+    Forms,
     mapped,
     relocated,
     renamed,
     ring_layout,
     slot_code,
     statements,
-    wait_code,
 )
 from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
 from ptxtool.passes.warp_roles.producers import Staging, producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
 from ptxtool.syntax import ast
+from ptxtool.toolchain.sass import SassMark, mbarrier_sass
 
 NAME = "warp-roles"
 VARIANTS = ("split", async_producers.VARIANT, "pipeline")
 OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
-SASS_PROOF = ("SYNCS.PHASECHK", "SYNCS.ARRIVE")  # what nvdisasm shows of the ring's mbarrier waits and arrivals
-SETMAXNREG_PROOF = ("USETMAXREG",)  # and of setmaxnreg, where the split moves registers between the roles
-PIPELINE_PROOF = ("LDGSTS", "LDGDEPBAR", "DEPBAR.LE")  # of cp.async, commit_group and wait_group
+SETMAXNREG_PROOF = (SassMark("USETMAXREG"),)  # what nvdisasm shows of setmaxnreg, where the split moves registers
+PIPELINE_PROOF = (SassMark("LDGSTS"), SassMark("LDGDEPBAR"), SassMark("DEPBAR.LE"))  # cp.async, commit, wait_group
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _split(
     found: StagedLoop,
     settings: RoleSettings,
     shares: int,
-    arch: Target,
+    forms: Forms,
     moved: RegisterSplit | None,
     copies: tuple[AsyncCopy, ...] = (),
 ) -> ast.Function:
@@ -105,12 +106,12 @@ def _split(
         if index == found.filled:
             empty = f"mov.u32 %wr_ebar, {EMPTY};\nmad.lo.u32 %wr_ebar, %wr_slot, 8, %wr_ebar;"
             return statements(
-                f"{slot_code(stages, stage_bytes, FULL)}\n{empty}\n{wait_code('$__wr_full_wait', '%wr_ph', arch)}"
+                f"{slot_code(stages, stage_bytes, FULL)}\n{empty}\n{forms.wait_code('$__wr_full_wait', '%wr_ph')}"
             )
         if index in found.compute and reading_shared(i):
             return relocated(i, wide_regs.__contains__)
         if index == found.released:
-            return statements("mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_ebar];\nadd.u32 %wr_k, %wr_k, 1;")
+            return statements(f"mbarrier.arrive.{forms.space}.b64 %wr_state, [%wr_ebar];\nadd.u32 %wr_k, %wr_k, 1;")
         if full_barrier(i):
             return statements(f"bar.sync {CONSUMER_BARRIER}, {n};")
         return (i,)
@@ -120,7 +121,7 @@ def _split(
     wide = wide_regs.__contains__
     registers = frozenset(r.name for r in cfg.linear.registers.values())
     staging = async_producers.async_staging(copies, wide, registers) if copies else Staging()
-    producers = producer_code(function, found, shares, stages, stage_bytes, arch, ring_names, wide, staging)
+    producers = producer_code(function, found, shares, stages, stage_bytes, forms, ring_names, wide, staging)
     producer_threads = n // shares
     share_registers = [
         replace(d, declarators=tuple(replace(x, name=share_name(x.name, j)) for x in d.declarators))
@@ -142,8 +143,8 @@ def _split(
         )
     )
     inits = "\n".join(
-        f"mbarrier.init.shared::cta.b64 [{FULL}+{8 * s}], {producer_threads};\n"
-        f"mbarrier.init.shared::cta.b64 [{EMPTY}+{8 * s}], {n};"
+        f"mbarrier.init.{forms.space}.b64 [{FULL}+{8 * s}], {producer_threads};\n"
+        f"mbarrier.init.{forms.space}.b64 [{EMPTY}+{8 * s}], {n};"
         for s in range(stages)
     )
     prologue = (
@@ -163,10 +164,10 @@ def _split(
         *[s for s in kept if isinstance(s, ast.Declaration)],
         *share_registers,
         *statements(prologue),
-        *(statements(consumer_prologue, arch) if moved else ()),
+        *(statements(consumer_prologue, forms.target) if moved else ()),
         *[s for s in kept if not isinstance(s, ast.Declaration)],
         *statements("ret;"),
-        *statements(producer_prologue, arch),
+        *statements(producer_prologue, forms.target),
         *producers,
         *statements("ret;"),
     )
@@ -175,6 +176,18 @@ def _split(
         launch = ast.PerfDirective(".maxnreg", (ast.Immediate(str(moved.launch)),))
         split = replace(split, directives=(*split.directives, launch))
     return split
+
+
+def _unwritable(forms: Forms, before: ast.Function, after: ast.Function, variant: str) -> str | None:
+    """The first instruction of the `variant`'s output that the file's .version or .target does not allow, in one
+    line (the ISA tables decide: mbarrier and cp.async need sm_80, test_wait's .parity PTX ISA 7.1, ...); what the
+    input uses already is the file's own business."""
+    assert before.body is not None and after.body is not None
+    known = frozenset(r.what for i in ast.instructions(before.body) for r in isa.requirements(i))
+    for i in ast.instructions(after.body):
+        if why := forms.unmet(i, known):
+            return f"the {variant} would write {i.mnemonic}: {why}"
+    return None
 
 
 def _is_ring(d: ast.Declaration, offsets: dict[str, int]) -> bool:
@@ -186,13 +199,15 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     settings = settings or RoleSettings()
     report = PassReport(NAME)
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    forms = Forms.of(module, arch) if arch else None
     new_items = list(module.items)
     for at, item in enumerate(module.items):
         if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
             continue
         why = _unsupported(module, settings, arch)
         if settings.variant == "pipeline" and not why:
-            done = _pipeline(module, item, settings)
+            assert forms is not None  # _unsupported refuses a file without an sm_ target
+            done = _pipeline(module, item, settings, forms)
             if isinstance(done, Refusal):
                 report.skipped.append(Skip(item.name, done.line, "warp-roles", done.reason))
             else:
@@ -246,7 +261,12 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
         moved = plan if isinstance(plan, RegisterSplit) else None
-        new_items[at] = _split(item, found, settings, shares, arch, moved, copies)
+        assert forms is not None  # _unsupported refuses a file without an sm_ target
+        split = _split(item, found, settings, shares, forms, moved, copies)
+        if why := _unwritable(forms, item, split, "split"):
+            report.skipped.append(Skip(item.name, item.line, "warp-roles", why))
+            continue
+        new_items[at] = split
         _, stage_bytes = ring_layout(found)
         total = found.threads + 32 * producers
         report.rewrites.append(
@@ -285,7 +305,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
 
 
 def _pipeline(
-    module: ast.Module, function: ast.Function, settings: RoleSettings
+    module: ast.Module, function: ast.Function, settings: RoleSettings, forms: Forms
 ) -> tuple[ast.Function, Rewrite] | Refusal:
     """The kernel pipelined S - 1 trips deep with cp.async (pipeline.py, copies.py), or why not."""
     cfg = build_cfg(function)
@@ -310,6 +330,8 @@ def _pipeline(
     wide = {r.name for r in cfg.linear.registers.values() if r.type.endswith("64")}.__contains__
     stages = settings.stages
     out = pipelined(function, found, copies, stages, stage_bytes, ring_names, wide, cfg)
+    if why := _unwritable(forms, function, out, "pipeline"):
+        return Refusal(function.name, function.line, why)
     filled = sum(c.zero_fill for c in copies)
     rewrite = Rewrite(
         function.name,
@@ -324,16 +346,18 @@ def _pipeline(
     return out, rewrite
 
 
-def sass_proof(function: ast.Function) -> tuple[str, ...]:
-    """What the SASS of a kernel this pass rewrote must show: the pipeline's copies and their group waits, or the
-    split's mbarrier waits and arrivals (and setmaxnreg's register moves, the producers' cp.asyncs and their arrivals
-    where the split made them)."""
+def sass_proof(function: ast.Function, arch: str) -> tuple[SassMark, ...]:
+    """What the SASS for `arch` of a kernel this pass rewrote must show: the pipeline's copies and their group waits,
+    or the split's mbarrier waits and arrivals as that SASS generation spells them (toolchain.sass.MBARRIER_SASS),
+    and setmaxnreg's register moves, the producers' cp.asyncs and their arrivals where the split made them."""
     body = tuple(ast.instructions(function.body)) if function.body is not None else ()
     ops, families = {i.opcode for i in body}, {isa.family(i) for i in body}
     if "mbarrier" not in ops:
         return PIPELINE_PROOF
-    copying = async_producers.SASS_PROOF if "cp.async.mbarrier.arrive" in families else ()
-    return SASS_PROOF + (SETMAXNREG_PROOF if "setmaxnreg" in ops else ()) + copying
+    ring = mbarrier_sass(arch)
+    assert ring is not None, f"an mbarrier ring assembled for {arch}"  # ptxas rejects mbarrier below sm_80
+    copying = (*async_producers.SASS_PROOF, *ring.copies_arrive) if "cp.async.mbarrier.arrive" in families else ()
+    return (*ring.wait, *ring.arrive, *(SETMAXNREG_PROOF if "setmaxnreg" in ops else ()), *copying)
 
 
 def _taken_name(module: ast.Module, function: ast.Function) -> str | None:
@@ -372,14 +396,6 @@ def _unsupported(module: ast.Module, settings: RoleSettings, arch: Target | None
         return f"unknown variant {settings.variant!r} ({', '.join(VARIANTS)})"
     if settings.stages < 2 or settings.stages > 16:
         return f"stages must be 2..16, not {settings.stages}"
-    if settings.variant == "pipeline":
-        ptx = version(module.version or "")
-        if arch is None or arch.number < 80 or ptx is None or ptx < (7, 0):
-            return "the pipeline needs sm_80 or later and PTX ISA 7.0 (cp.async)"
-        return None
-    if arch is None or arch.number < 90:
-        return "the split needs sm_90 or later (mbarrier.try_wait)"
-    ptx = version(module.version or "")
-    if ptx is None or ptx < (7, 8):
-        return "the split needs PTX ISA 7.8 or later (mbarrier.try_wait.parity)"
+    if arch is None:
+        return "the file names no sm_ .target: what the pass writes cannot be checked against it"
     return None

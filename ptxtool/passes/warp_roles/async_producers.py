@@ -25,10 +25,11 @@ from ptxtool.analysis.staging import StagedLoop
 from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, copying
 from ptxtool.passes.warp_roles.emit import relocated
 from ptxtool.passes.warp_roles.producers import Staging
+from ptxtool.toolchain.sass import SassMark
 
 VARIANT = "split-async"
-ARRIVE = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%wr_bar];"
-SASS_PROOF = ("LDGSTS", "ARRIVES.LDGSTSBAR")  # the copies, and their arrival on the mbarrier when they land
+ARRIVE = "cp.async.mbarrier.arrive.noinc.{space}.b64 [%wr_bar];"  # .shared before PTX ISA 7.8 (Forms)
+SASS_PROOF = (SassMark("LDGSTS"),)  # the copies (their arrival: the generation's, toolchain.sass.MBARRIER_SASS)
 
 
 def producer_copies(cfg: CFG, found: StagedLoop) -> tuple[AsyncCopy, ...] | tuple[int, str]:

@@ -1,14 +1,16 @@
 """The PTX the split writes: statements from text, bodies rebuilt op by op, shared accesses moved into the ring
-slot of the trip, and the slot, parity and mbarrier wait of trip %wr_k."""
+slot of the trip, and the slot, parity and mbarrier wait of trip %wr_k, in the forms the file's .version and
+.target have (the ISA tables decide: `Forms`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ptxtool import isa
+from ptxtool.analysis.legality import explain
 from ptxtool.analysis.staging import StagedLoop
-from ptxtool.isa.targets import Target
+from ptxtool.isa.targets import Target, Version, version
 from ptxtool.syntax import ast, parse
 
 RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
@@ -118,6 +120,47 @@ def slot_code(stages: int, stage_bytes: int, which: str) -> str:
     )
 
 
-def wait_code(label: str, parity: str, arch: Target) -> str:
-    test = "try_wait" if arch.number >= 90 else "test_wait"
-    return f"{label}:\nmbarrier.{test}.parity.shared::cta.b64 %wr_done, [%wr_bar], {parity};\n@!%wr_done bra {label};"
+@dataclass(frozen=True, slots=True)
+class Forms:
+    """How the split spells its mbarrier operations for one file: `wait` is `try_wait` (sm_90+: the thread may
+    sleep in it) or `test_wait` (sm_80+: a probe; both are spun on until the phase completes, both acquire at CTA
+    scope), `space` is `shared::cta` (PTX ISA 7.8+) or `shared` (the same state space, spelled as before 7.8)."""
+
+    target: Target
+    ptx: Version
+    targets: tuple[Target, ...]
+    wait: str
+    space: str
+
+    @classmethod
+    def of(cls, module: ast.Module, target: Target) -> Forms:
+        """The newest forms the ISA tables allow for the module's .version and .target list."""
+        ptx = version(module.version or "") or (0, 0)
+        targets = tuple(t for t in map(Target.parse, module.targets) if t is not None)
+        plain = cls(target, ptx, targets, "test_wait", "shared")
+        arrive = "mbarrier.arrive.{}.b64 %wr_state, [%wr_bar];"
+        older = not plain.legal(arrive.format("shared::cta")) and plain.legal(arrive.format("shared"))
+        space = "shared" if older else "shared::cta"  # where neither is legal, the refusal names the instruction
+        trying = plain.legal(f"mbarrier.try_wait.parity.{space}.b64 %wr_done, [%wr_bar], 0;")
+        wait = "try_wait" if trying else "test_wait"
+        return cls(target, ptx, targets, wait, space)
+
+    def unmet(self, i: ast.Instruction, known: frozenset[str] = frozenset()) -> str | None:
+        """Why the file may not hold instruction `i` (what it needs and the file lacks), or None; requirements in
+        `known` (the input's own) are the file's business, not the pass's."""
+        for r in isa.requirements(i):
+            if r.what not in known and not isa.satisfied(r.needs, self.ptx, self.targets):
+                return explain(r.what, r.needs, self.ptx, self.targets)
+        return None
+
+    def legal(self, text: str) -> bool:
+        (i,) = statements(text, self.target)
+        assert isinstance(i, ast.Instruction), text
+        return self.unmet(i) is None
+
+    def wait_code(self, label: str, parity: str) -> str:
+        """Spin on the `%wr_bar` mbarrier until the phase of parity `parity` has completed."""
+        return (
+            f"{label}:\nmbarrier.{self.wait}.parity.{self.space}.b64 %wr_done, [%wr_bar], {parity};\n"
+            f"@!%wr_done bra {label};"
+        )

@@ -9,29 +9,28 @@ from dataclasses import dataclass, fields, replace
 
 from ptxtool import isa
 from ptxtool.analysis.staging import StagedLoop, dropped_by_producers
-from ptxtool.isa.targets import Target
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
+    Forms,
     mapped,
     own_label,
     relocated,
     renamed,
     slot_code,
     statements,
-    wait_code,
 )
 from ptxtool.syntax import ast
 
 _COPIED = ("pre", "staging", "tail")  # the parts each share runs in turn; the others run once
-ARRIVE = "mbarrier.arrive.shared::cta.b64 %wr_state, [%wr_bar];"  # on full[slot]: this thread's stores are done
+ARRIVE = "mbarrier.arrive.{space}.b64 %wr_state, [%wr_bar];"  # on full[slot]: this thread's stores are done
 
 
 @dataclass(frozen=True)
 class Staging:
     """How producers stage a trip: `edit` replaces each staging instruction (renamed already; None: its shared
     accesses moved into the slot, so st.shared stays), `arrive` announces the trip on full[slot] (`%wr_bar`), `end`
-    runs before the producers return."""
+    runs before the producers return; `{space}` in `arrive` is the file's spelling of the mbarrier's (Forms)."""
 
     edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]] | None = None
     arrive: str = ARRIVE
@@ -152,7 +151,7 @@ def producer_code(
     shares: int,
     stages: int,
     stage_bytes: int,
-    arch: Target,
+    forms: Forms,
     ring_names: dict[str, ast.Operand],
     wide: Callable[[str], bool],
     staging: Staging = Staging(),
@@ -214,10 +213,10 @@ def producer_code(
     wait = (
         slot_code(stages, stage_bytes, EMPTY)
         + "\nxor.b32 %wr_eph, %wr_ph, 1;\n"
-        + wait_code("$__wr_empty_wait", "%wr_eph", arch)
+        + forms.wait_code("$__wr_empty_wait", "%wr_eph")
     )
     full = f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;"
-    arrive = f"{full}\n{staging.arrive}\nadd.u32 %wr_k, %wr_k, 1;"
+    arrive = f"{full}\n{staging.arrive.format(space=forms.space)}\nadd.u32 %wr_k, %wr_k, 1;"
     return [
         *copies("pre"),
         *once("header"),
@@ -227,5 +226,5 @@ def producer_code(
         *statements(arrive),
         *copies("tail"),
         *once("post"),
-        *(statements(staging.end, arch) if staging.end else ()),
+        *(statements(staging.end, forms.target) if staging.end else ()),
     ]

@@ -1,4 +1,4 @@
-"""Frozen slotted dataclasses whose methods are compiled in one go.
+"""Frozen slotted dataclasses whose methods are compiled in one go: the syntax tree's, and those every run imports.
 
 `@dataclass(frozen=True, slots=True)` compiles six small functions per class, one `exec` each; for the syntax tree's
 thirty-odd classes that was the largest part of every command's start-up. `@record` makes the same dataclass
@@ -18,7 +18,7 @@ import zlib
 from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
 from types import CodeType
 
-from ptxtool.cache import cache_location
+from ptxtool.cache import cache_directory
 
 _record = dataclass(slots=True, init=False, repr=False, eq=False)
 
@@ -30,20 +30,30 @@ def record(cls: type) -> type:
     return _record(cls)
 
 
+class _Factory:
+    """The default of a field with a `default_factory`: the factory is called when no value is given."""
+
+    def __repr__(self) -> str:
+        return "<factory>"  # as dataclass shows it in the signature
+
+
 def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
     """The source of one class's methods, each named `<tag>_<method>`; defaults go into `namespace`."""
     own = fields(cls)
     params, keywords, body = [], [], []
     for f in own:
+        value = f.name
         if f.default_factory is not MISSING:
-            raise TypeError(f"{cls.__name__}.{f.name}: default_factory is not supported")
-        if f.default is MISSING:
+            namespace[f"{tag}_f_{f.name}"] = f.default_factory
+            param = f"{f.name}=_factory"
+            value = f"{tag}_f_{f.name}() if {f.name} is _factory else {f.name}"
+        elif f.default is MISSING:
             param = f.name
         else:
             namespace[f"{tag}_d_{f.name}"] = f.default
             param = f"{f.name}={tag}_d_{f.name}"
         (keywords if f.kw_only else params).append(param)
-        body.append(f"    _set(self, {f.name!r}, {f.name})")
+        body.append(f"    _set(self, {f.name!r}, {value})")
     signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
     compared = "".join(f"self.{f.name}," for f in own if f.compare)
     other = "".join(f"other.{f.name}," for f in own if f.compare)
@@ -71,6 +81,9 @@ def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
     )
 
 
+_FACTORY = _Factory()
+
+
 def _setattr(self: object, name: str, value: object) -> None:
     raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
@@ -81,7 +94,7 @@ def _delattr(self: object, name: str) -> None:
 
 def finish(classes: tuple[type, ...]) -> None:
     """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`, compiled together."""
-    namespace: dict[str, object] = {"_set": object.__setattr__, "__name__": classes[0].__module__}
+    namespace: dict[str, object] = {"_set": object.__setattr__, "_factory": _FACTORY, "__name__": classes[0].__module__}
     tagged = [(cls, f"_{n}") for n, cls in enumerate(classes)]
     source = "".join(_methods(cls, tag, namespace) for cls, tag in tagged)
     exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
@@ -97,12 +110,13 @@ def finish(classes: tuple[type, ...]) -> None:
 def _compiled(source: str, name: str) -> CodeType:
     """The code of `source`: from the cache when it holds this very source compiled by this very Python, else
     compiled now and cached (a missing, stale or unreadable entry is rewritten; no cache: compiled each run)."""
-    directory, why = cache_location()
+    directory, why = cache_directory()
     key = f"{zlib.crc32(source.encode()):08x}-{sys.implementation.cache_tag}"
-    path = directory / f"records-{key}.marshal" if directory is not None and why is None else None
+    path = os.path.join(directory, f"records-{key}.marshal") if directory is not None and why is None else None
     if path is not None:
         try:
-            version, cached_source, code = marshal.loads(path.read_bytes())
+            with open(path, "rb") as f:
+                version, cached_source, code = marshal.loads(f.read())
             if version == sys.version and cached_source == source and isinstance(code, CodeType):
                 return code
         except Exception:  # noqa: BLE001 - missing, unreadable, from another version: compile and rewrite it
@@ -112,8 +126,8 @@ def _compiled(source: str, name: str) -> CodeType:
         import tempfile  # only here: a run that finds its code never needs it
 
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".records-", suffix=".tmp")
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".records-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
                 f.write(marshal.dumps((sys.version, source, code)))
             os.replace(tmp, path)
