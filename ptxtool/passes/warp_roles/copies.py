@@ -19,10 +19,11 @@ from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
-from ptxtool.isa.caching import access_bytes
+from ptxtool.isa.caching import access_bytes, type_bits
+from ptxtool.isa.integer import integer_form, wrapped
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, postdominators
-from ptxtool.passes.warp_roles.thread_values import Value, arith, carried_symbol, integer_word
+from ptxtool.passes.warp_roles.thread_values import Value, carried_symbol
 from ptxtool.syntax import ast
 
 CP_ASYNC_BYTES = (4, 8, 16)  # cp.async.ca copies 4, 8 or 16 bytes, .cg only 16 (PTX ISA, cp.async)
@@ -424,8 +425,8 @@ class _Converter:
                 work.pop()
                 continue
             op = self.ops[top]
-            if op.guarded or len(op.defs) != 1 or integer_word(op.instruction) is None:
-                self.memo[top] = None  # only what arith models exactly
+            if op.guarded or len(op.defs) != 1 or integer_form(op.instruction) is None:
+                self.memo[top] = None  # only what isa.integer describes exactly
                 continue
             sources = [d for x in op.instruction.operands[1:] if (d := self.source(top, x)) is not None]
             waiting = [d for d in sources if d not in self.memo and d not in started]
@@ -440,28 +441,36 @@ class _Converter:
     def computed(self, at: int) -> _Values | None:
         """Definition `at` evaluated from its operands' memoized values."""
         i = self.ops[at].instruction
-        word = integer_word(i)
-        assert word is not None
+        form = integer_form(i)
+        assert form is not None
         args = [self.fixed(x) if (d := self.source(at, x)) is None else self.memo.get(d) for x in i.operands[1:]]
         if any(a is None for a in args):
             return None
-        known, symbol = carried_symbol(i.opcode, [a[0] for a in args])  # type: ignore[index]
+        known, symbol = carried_symbol(form, [a[0] for a in args])  # type: ignore[index]
         if not known:
             return None
-        results = [arith(i.opcode, *word, list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
+        results = [form.result(list(xs)) for xs in zip(*(a[1] for a in args), strict=True)]  # type: ignore[index]
         if any(r is None for r in results):
             return None
         return symbol, tuple(results)  # type: ignore[return-value]
 
     def addresses(self, at: int) -> tuple[Value, ...] | None:
         """The address the store at `at` writes in each thread, %tid.x = 0, 1, ...: a function of %tid.x, constants
-        and a buffer's address alone, evaluated through its definitions (None where it is not one)."""
+        and a buffer's address alone, evaluated through its definitions, as an offset into the buffer modulo the
+        address's width (None where it is not one, or where some thread's bytes wrap around the address space's end)."""
         if at not in self.evaluated:
-            address = self.ops[at].instruction.operands[0]
+            i = self.ops[at].instruction
+            address = i.operands[0]
             assert isinstance(address, ast.Address)
             extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
             base = self.value(at, address.base)
-            self.evaluated[at] = None if base is None else tuple((base[0], v + extra) for v in base[1])
+            key = self.key(self.ops[at], address.base.text) if isinstance(address.base, ast.Name) else None
+            bits = type_bits(self.cfg.linear.registers[key].type) if key else None
+            if base is None:
+                self.evaluated[at] = None
+            else:
+                offsets = [wrapped(v + extra, bits, access_bytes(i)) for v in base[1]]
+                self.evaluated[at] = None if None in offsets else tuple((base[0], v) for v in offsets)  # type: ignore[misc]
         return self.evaluated[at]
 
     def shape(self, at: int) -> tuple[int, int] | None:

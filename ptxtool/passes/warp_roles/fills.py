@@ -20,8 +20,9 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa import Effect
-from ptxtool.isa.caching import access_bytes
-from ptxtool.passes.warp_roles.thread_values import arith, carried_symbol, compared, integer_word
+from ptxtool.isa.caching import access_bytes, type_bits
+from ptxtool.isa.integer import wrapped
+from ptxtool.passes.warp_roles.thread_values import compared, computed
 from ptxtool.syntax import ast
 
 STEPS = 400_000  # instructions run for all threads together before the proof gives up (pathological fills)
@@ -75,11 +76,6 @@ def _immediate(text: str) -> _Known | None:
     except ValueError:
         return None
     return (None, number) if isinstance(number, int) and not isinstance(number, bool) else None
-
-
-@lru_cache(maxsize=4096)
-def _word(i: ast.Instruction) -> tuple[bool, int] | None:
-    return integer_word(i)
 
 
 class FillTrace:
@@ -196,7 +192,23 @@ class FillTrace:
                 "constants and a buffer's address: its bytes may change from trip to trip",
             )
         extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
-        out.append(Write(at, base[0], base[1] + extra, access_bytes(i)))
+        size = access_bytes(i)
+        offset = wrapped(base[1] + extra, self.width(at, address.base), size)
+        if offset is None:
+            raise Refused(
+                op.line,
+                f"{i.mnemonic} at line {op.line} in a fill loop writes bytes that wrap around the end of the address "
+                "space: their order is not known",
+            )
+        out.append(Write(at, base[0], offset, size))
+
+    def width(self, at: int, base: ast.Operand) -> int | None:
+        """The bits of the address register op `at` reads (None: a buffer's symbol itself)."""
+        if not isinstance(base, ast.Name) or base.text in self.buffers:
+            return None
+        key = self.key(at, base.text)
+        register = self.cfg.linear.registers.get(key) if key else None
+        return type_bits(register.type) if register else None
 
     def read(self, tid: int, at: int, operand: ast.Operand, state: _State) -> _Known | None:
         """What `operand` of op `at` holds in thread `tid`."""
@@ -257,9 +269,4 @@ class FillTrace:
             if any(a[0] is not None for a in numbers):
                 return None  # an address compared: its buffer's place is not known
             return compared(i, [a[1] for a in numbers])
-        word = _word(i)
-        if word is None:
-            return None
-        known, symbol = carried_symbol(i.opcode, [a[0] for a in numbers])
-        value = arith(i.opcode, *word, [a[1] for a in numbers]) if known else None
-        return None if value is None else (symbol, value)
+        return computed(i, numbers)
