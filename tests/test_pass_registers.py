@@ -482,8 +482,9 @@ def test_every_benchmark_kernel_computes_what_its_input_does(prepared) -> None:
         )
         checked += 1
     # long_live_ranges, row_reduce32, stencil_r16, sum_offsets, attn_bwd_dkdv_w8 at least; with the upstream kernels
-    # (benchmarks/registers_upstream.py) the 11 of llm.c's and ccminer's that the pass changes too
-    assert checked >= (16 if os.environ.get("PTXTOOL_UPSTREAM") else 5)
+    # (benchmarks/registers_upstream.py) the 6 of llm.c's and ccminer's that the pass changes too (those that spill in
+    # loops; the rest are left alone without a GPU)
+    assert checked >= (11 if os.environ.get("PTXTOOL_UPSTREAM") else 5)
 
 
 def _dynamic_smem_kernel(uses: bool) -> str:
