@@ -64,6 +64,12 @@ INTEGER_OPS: dict[str, IntegerOp] = {
 _WIDTHS = {"8": 8, "16": 16, "32": 32, "64": 64}
 
 
+def _typed(x: int, bits: int, signed: bool) -> int:
+    """`x`'s low `bits` bits as the type reads them: two's complement where it is signed."""
+    x &= (1 << bits) - 1
+    return x - ((x & (1 << (bits - 1))) << 1) if signed else x
+
+
 @dataclass(frozen=True)
 class IntegerForm:
     """An instruction INTEGER_OPS describes exactly: its row, whether its type is signed, and its width."""
@@ -74,10 +80,8 @@ class IntegerForm:
 
     def result(self, args: list[int]) -> int | None:
         """The result wrapped to the width from operands' bits (each read at the width, signed where the type is)."""
-        mask, top = (1 << self.bits) - 1, 1 << (self.bits - 1)
-        typed = tuple((x & mask) - ((x & top) << 1) if self.signed else x & mask for x in args)
-        out = self.op.result(typed, self.bits)
-        return None if out is None else out & mask
+        out = self.op.result(tuple(_typed(x, self.bits, self.signed) for x in args), self.bits)
+        return None if out is None else out & (1 << self.bits) - 1
 
 
 @lru_cache(maxsize=4096)
@@ -92,6 +96,34 @@ def integer_form(i: ast.Instruction) -> IntegerForm | None:
     if len(words) != 1 or not set(i.modifiers) - {words[0]} <= op.modes:
         return None
     return IntegerForm(op, words[0][0] == "s", _WIDTHS[words[0][1:]])
+
+
+_COMPARE = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+_UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+
+
+def compared(i: ast.Instruction, args: list[int]) -> bool | None:
+    """`setp.CMP.TYPE p, a, b` on an integer type (no combining predicate) for operands' bits `args`, or None where
+    it is not that."""
+    if len(i.modifiers) != 2 or len(i.operands) != 3 or len(args) != 2:
+        return None
+    compare, word = i.modifiers
+    if word[1:] not in _WIDTHS or word[0] not in "sub":
+        return None
+    bits, signed = _WIDTHS[word[1:]], word[0] == "s"
+    if compare in _UNSIGNED_COMPARE:
+        compare, signed = _UNSIGNED_COMPARE[compare], False
+    if compare not in _COMPARE:
+        return None
+    a, b = (_typed(x, bits, signed) for x in args)
+    return _COMPARE[compare](a, b)
 
 
 def wrapped(offset: int, bits: int | None, size: int) -> int | None:

@@ -627,6 +627,11 @@ _C_OPERATORS = {
 }
 
 
+def displacement(address: Address) -> int:
+    """The integer an address adds to its base (`[r+8]`: 8, `[r-8]`: -8, `[r]`: 0); ValueError as constant_value."""
+    return int(constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+
+
 def constant_value(node: Operand) -> int | float:
     """The value of a constant expression, C rules on 64-bit integers (PTX ISA "Constant Expressions"); ValueError
     if it names a symbol or register, divides by zero or shifts by a negative amount."""

@@ -355,7 +355,7 @@ class _Converter:
         op = self.ops[copy.store]
         address = op.instruction.operands[0]
         assert isinstance(address, ast.Address)
-        offset = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+        offset = ast.displacement(address)
         base = address.base.text if isinstance(address.base, ast.Name) else ""
         if base in buffers:
             return _Place(base, None, frozenset(), offset, copy.size)
@@ -462,7 +462,7 @@ class _Converter:
             i = self.ops[at].instruction
             address = i.operands[0]
             assert isinstance(address, ast.Address)
-            extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+            extra = ast.displacement(address)
             base = self.value(at, address.base)
             key = self.key(self.ops[at], address.base.text) if isinstance(address.base, ast.Name) else None
             bits = type_bits(self.cfg.linear.registers[key].type) if key else None
@@ -544,21 +544,8 @@ def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop)
     if any(converter.in_inner_loop(at) for at in found.stores) and (why := converter.fill_refusal(False)) is not None:
         return why
     for at in found.stores:
-        op = cfg.linear.ops[at]
-        if converter.in_inner_loop(at):
-            continue
-        skipped = not cfg.dominates(cfg.block_of[at], cfg.block_of[found.filled])
-        if skipped and (branch := converter.deciding_branch(at)) is not None:
-            return op.line, (
-                f"{op.instruction.mnemonic} at line {op.line} is skipped on some paths of a trip, decided by a branch "
-                f"at line {branch} that may go another way on another trip: a ring slot would hold the value of S "
-                "trips before, not of the trip before"
-            )
-        if not converter.invariant(at):
-            return op.line, (
-                f"{op.instruction.mnemonic} at line {op.line} writes an address that may change from trip to trip: "
-                "a byte one trip skips would hold the value of S trips before in the ring"
-            )
+        if not converter.in_inner_loop(at) and (why := converter.every_trip(at)) is not None:
+            return cfg.linear.ops[at].line, why
     return None
 
 
@@ -620,7 +607,7 @@ def _capture(copy: AsyncCopy, load: ast.Instruction, registers: frozenset[str]) 
     this path copies), under the load's guard."""
     address = load.operands[1]
     assert isinstance(address, ast.Address)
-    value = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+    value = ast.displacement(address)
     source = ast.Name(copy.source)
     if isinstance(address.base, ast.Name) and address.base.text in registers:  # `rd5` is a register too
         take = ast.Instruction("add", ("s64",), (source, address.base, ast.Immediate(str(value))), guard=load.guard)

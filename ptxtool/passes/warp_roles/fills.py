@@ -21,8 +21,8 @@ from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa import Effect
 from ptxtool.isa.caching import access_bytes, type_bits
-from ptxtool.isa.integer import wrapped
-from ptxtool.passes.warp_roles.thread_values import compared, computed
+from ptxtool.isa.integer import compared, wrapped
+from ptxtool.passes.warp_roles.thread_values import computed
 from ptxtool.syntax import ast
 
 STEPS = 400_000  # instructions run for all threads together before the proof gives up (pathological fills)
@@ -191,7 +191,7 @@ class FillTrace:
                 f"{i.mnemonic} at line {op.line} in a fill loop writes an address that is not a function of %tid.x, "
                 "constants and a buffer's address: its bytes may change from trip to trip",
             )
-        extra = int(ast.constant_value(address.offset)) * (1 if address.plus else -1) if address.offset else 0
+        extra = ast.displacement(address)
         size = access_bytes(i)
         offset = wrapped(base[1] + extra, self.width(at, address.base), size)
         if offset is None:

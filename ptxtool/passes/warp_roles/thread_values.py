@@ -37,34 +37,3 @@ def evaluated(form: IntegerForm, args: Sequence[Value]) -> Value | None:
     known, symbol = carried_symbol(form, [a[0] for a in args])
     value = form.result([a[1] for a in args]) if known else None
     return None if value is None else (symbol, value)
-
-
-_COMPARE = {
-    "eq": lambda a, b: a == b,
-    "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
-}
-_UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
-_WIDTHS = {"8": 8, "16": 16, "32": 32, "64": 64}
-
-
-def compared(i: ast.Instruction, args: list[int]) -> bool | None:
-    """`setp.CMP.TYPE p, a, b` on an integer type (no combining predicate), or None where it is not that."""
-    if len(i.modifiers) != 2 or len(i.operands) != 3 or len(args) != 2:
-        return None
-    compare, word = i.modifiers
-    if word[1:] not in _WIDTHS or word[0] not in "sub":
-        return None
-    bits, signed = _WIDTHS[word[1:]], word[0] == "s"
-    if compare in _UNSIGNED_COMPARE:
-        compare, signed = _UNSIGNED_COMPARE[compare], False
-    if compare not in _COMPARE:
-        return None
-    mask = (1 << bits) - 1
-    a, b = (x & mask for x in args)
-    if signed:
-        a, b = (x - (1 << bits) if x >> (bits - 1) else x for x in (a, b))
-    return _COMPARE[compare](a, b)
