@@ -7,7 +7,6 @@ import errno
 import gc
 import io
 import os
-import select
 import stat
 import sys
 from collections.abc import Callable
@@ -107,6 +106,8 @@ def _raise_if_reader_gone() -> None:
             return
     except (OSError, ValueError, io.UnsupportedOperation):  # no real stdout (a test runner's buffer)
         return
+    import select  # only here: a run that writes to a file or a terminal never needs it (an extension to load)
+
     poll = select.poll()
     poll.register(sys.stdout.fileno(), select.POLLOUT)
     if any(events & select.POLLERR for _, events in poll.poll(0)):
