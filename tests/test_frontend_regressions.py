@@ -66,6 +66,9 @@ PATHOLOGICAL = {
     "dotted word": lambda n: "a" + ".b" * n + "%",
     "qualified directive": lambda n: ".a" + "::b" * n + "::",
     "percent signs": lambda n: "%" * n,
+    # a section body on the quick pattern's edges: int lines then a comma with no value; labels, then an unclosed body
+    "data lines, an empty value last": lambda n: ".section .debug_x\n{\n" + ".b8 1,2\n" * n + ".b8 1,,2\n}",
+    "labels and data lines, unclosed": lambda n: ".section .debug_x\n{\n" + "a:\n.b8 1\n.b64 b\n" * n,
 }
 
 
