@@ -661,20 +661,21 @@ class _Build:
             column += found.start(3) - start
         children: list = []
         if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
+            if " " in operands or "\t" in operands:  # blanks stand only between tokens: none is part of an operand
+                operands = operands.replace(" ", "").replace("\t", "")
+            names, immediates = self.names, self.immediates
             for item in operands.split(",") if "{" not in operands else re.findall(_OPERANDS, operands):
-                item = item.strip(" \t")
                 first = item[0]
                 if first == "[":
                     base, plus, offset = item[1:-1].partition("+")
-                    base = base.strip(" \t")
                     value = self._imm(base) if base[0] in _DIGITS else self._name(base)
-                    children.append(ast.Address(value, self._imm(offset.strip(" \t")) if plus else None, True, ()))
+                    children.append(ast.Address(value, self._imm(offset) if plus else None, True, ()))
                 elif first == "{":
-                    children.append(self.o_vector(*(self._name(n.strip(" \t")) for n in item[1:-1].split(","))))
+                    children.append(self.o_vector(*map(self._name, item[1:-1].split(","))))
                 elif first in _NUMBER_STARTS:  # a minus glued to it: the literal unary minus folds (e_unary)
-                    children.append(self._imm(item))
+                    children.append(immediates.get(item) or self._imm(item))
                 else:
-                    children.append(self._name(item))
+                    children.append(names.get(item) or self._name(item))
         name, modifiers = self._opcode(opcode)
         node = ast.Instruction(name, modifiers, tuple(children), guard, line=line, column=column, end_line=line)
         return node, found.end()

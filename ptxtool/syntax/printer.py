@@ -193,18 +193,30 @@ def _params(params: tuple[ast.Param, ...] | None, one_per_line: bool) -> str:
 # ---------------------------------------------------------------- statements, by class
 
 
+_PLAIN = frozenset((ast.Name, ast.Immediate))
+
+
+def _operand(node) -> str:
+    """`inline` with the operands of most instructions written directly: a name, a number, `[base]`, `[base+4]`."""
+    kind = type(node)
+    if kind is ast.Name or kind is ast.Immediate:
+        return node.text
+    if kind is ast.Address and not node.rest and type(node.base) in _PLAIN:
+        offset = node.offset
+        if offset is None:
+            return "[" + node.base.text + "]"
+        if type(offset) is ast.Immediate:
+            return "[" + node.base.text + ("+" if node.plus else "") + offset.text + "]"
+    return inline_all([node])
+
+
 def _instruction(i: ast.Instruction) -> str:
-    text = i.opcode
-    for m in i.modifiers:
-        text += "." + m
+    text = ".".join((i.opcode, *i.modifiers)) if i.modifiers else i.opcode
     if i.operands:
-        text += " " + ", ".join(map(inline, i.operands))
+        text += " " + ", ".join(map(_operand, i.operands))
     if i.guard is not None:
         text = inline(i.guard) + " " + text
     return text + ";"
-
-
-_PLAIN = frozenset((ast.Name, ast.Immediate))
 
 
 def _directive(d: ast.Directive) -> str:
