@@ -708,7 +708,8 @@ class _Build:
         if found is None:
             return None
         self.session.prev_line = line
-        return self.d_loc(Token("LOC", ".loc", start, line, column), *found[1].split()), found.end()
+        numbers = tuple(map(self._imm, found[1].split()))  # the node d_loc builds, with no Token for `.loc`
+        return ast.Directive(".loc", (numbers,), False, line=line, column=column, end_line=line), found.end()
 
     def guard(self, word):
         return ast.Guard(self._name(word))
