@@ -109,9 +109,11 @@ def section_span(text: str, at: int) -> tuple[int, tuple[str, bool]] | None:
     return close + 1, ("\n".join(parts[1::2]), False)
 
 
-_DECIMAL_SPAN = re.compile(r"[0-9, \t\f\r\n]*+\}")  # a run of one character class: a C loop, no regex steps
 _BLANK_BYTES = b" \t\f\r\n"
-_DIGIT_RUNS = bytes.maketrans(bytes(range(256)), bytes(57 if 48 <= b <= 57 else 44 for b in range(256)))  # 0-9: 9
+# digits become `9`, blanks and commas `,`, any other character `x` (no decimal list holds one)
+_DIGIT_RUNS = bytes.maketrans(
+    bytes(range(256)), bytes(57 if 48 <= b <= 57 else 44 if b in b", \t\f\r\n" else 120 for b in range(256))
+)
 
 
 def decimal_list(text: str, at: int) -> tuple[int, str] | None:
@@ -119,18 +121,26 @@ def decimal_list(text: str, at: int) -> tuple[int, str] | None:
     `}`) and its values without blanks (`1,2,3`), checked with bytes operations (C loops, no regex steps); None for
     anything else."""
     brace = _OPEN_BRACE.match(text, at)
-    span = _DECIMAL_SPAN.match(text, brace.end()) if brace is not None else None
-    if span is None:  # stops at the first other character: no scan to a `}` far away (`= {= {= {...` is linear)
+    if brace is None:
         return None
-    raw = text[brace.end() : span.end() - 1].encode("ascii")
+    start = brace.end()
+    # its `}`, looked for up to the next `{` only (memchr scans): `= {= {= {...` is not scanned to a far `}` again
+    # and again
+    following = text.find("{", start)
+    close = text.find("}", start, following if following >= 0 else len(text))
+    if close < 0 or not text.isascii() and not text[start:close].isascii():
+        return None
+    raw = text[start:close].encode("ascii")
+    runs = raw.translate(_DIGIT_RUNS)
+    if b"x" in runs:  # a character that is no digit, comma or blank before the `}`
+        return None
     packed = raw.translate(None, _BLANK_BYTES)
     if not packed or packed[0] == 44 or packed[-1] == 44 or b",," in packed:  # 44: a comma
         return None
     # as many runs of digits as values: no two numbers with only blanks between them (`1 2`, glued by dropping blanks)
-    runs = raw.translate(_DIGIT_RUNS)
     if runs.count(b",9") + (runs[0] == 57) != packed.count(b",") + 1:
         return None
-    return span.end(), packed.decode("ascii")
+    return close + 1, packed.decode("ascii")
 
 
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
