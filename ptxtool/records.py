@@ -1,12 +1,15 @@
-"""Frozen slotted dataclasses whose methods are compiled in one go: the syntax tree's, and those every run imports.
+"""Frozen slotted dataclasses made without importing `dataclasses`: the syntax tree's, and those every run imports.
 
-`@dataclass(frozen=True, slots=True)` compiles six small functions per class, one `exec` each; for the syntax tree's
-thirty-odd classes that was the largest part of every command's start-up. `@record` makes the same dataclass
-(fields, `dataclasses.fields`/`replace`, slots, `__match_args__`) without them, and `finish(classes)` then writes the
-methods `frozen=True, slots=True` would (`__init__`, `__repr__`, `__eq__`, `__hash__`, frozen `__setattr__` and
-`__delattr__`, `__getstate__`/`__setstate__`) for all of them, compiled as one source. Compiling it costs as much as
-the exec calls did, so its code is kept in the cache directory (with the source and the Python it was compiled by,
-both checked on load), as Python keeps a module's bytecode.
+`@dataclass(frozen=True, slots=True)` imports `dataclasses` (and with it `inspect`, `ast`, `dis`, `tokenize`: 15 ms,
+more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `@record` makes the
+same class (its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
+reads them), and `finish(classes)` then writes the methods `frozen=True, slots=True` would (`__init__`, `__repr__`,
+`__eq__`, `__hash__`, frozen `__setattr__` and `__delattr__`, `__getstate__`/`__setstate__`) for all of them, compiled
+as one source. Compiling it costs as much as the exec calls did, so its code is kept in the cache directory (with the
+source and the Python it was compiled by, both checked on load), as Python keeps a module's bytecode. What
+`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read (`__dataclass_fields__`, `__dataclass_params__`),
+and the docstring dataclass writes from the signature, are made on first access: only code that asks for them
+imports `dataclasses`. A record's frozen-field error is `dataclasses.FrozenInstanceError`, imported when raised.
 """
 
 from __future__ import annotations
@@ -15,19 +18,191 @@ import marshal
 import os
 import sys
 import zlib
-from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
+from _thread import get_ident
 from types import CodeType
 
 from ptxtool.cache import cache_directory
 
-_record = dataclass(slots=True, init=False, repr=False, eq=False)
+TYPE_CHECKING = False  # typing's own constant costs the import of typing (4 ms); type checkers read this one too
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class _Missing:
+    """No default: dataclasses' MISSING, which records cannot import."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<MISSING>"
+
+
+MISSING = _Missing()
+
+
+class Field:
+    """A field's options, as `dataclasses.field` takes them (the ones records support)."""
+
+    __slots__ = ("default", "default_factory", "repr", "compare", "kw_only")
+
+    def __init__(self, default: object, default_factory: object, repr: bool, compare: bool, kw_only: bool) -> None:
+        self.default, self.default_factory, self.repr, self.compare = default, default_factory, repr, compare
+        self.kw_only = kw_only
+
+
+def field(
+    *,
+    default: object = MISSING,
+    default_factory: object = MISSING,
+    repr: bool = True,
+    compare: bool = True,
+    kw_only: bool = False,
+) -> Any:
+    """`dataclasses.field` for a record."""
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return Field(default, default_factory, repr, compare, kw_only)
+
+
+_PLAIN = Field(MISSING, MISSING, True, True, False)
+# each record's fields in order, as (name, annotation, options, the class whose annotation made it)
+_RECORDS: dict[type, tuple[tuple[str, object, Field, type], ...]] = {}
+_NOT_FIELDS = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_ONLY")
 
 
 def record(cls: type) -> type:
-    """A slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
-    if not cls.__doc__:  # dataclass would write one from inspect.signature, which for a class with no __init__ yet
-        cls.__doc__ = f"{cls.__name__}({', '.join(cls.__annotations__)})"  # tokenizes object's: 10 ms of start-up
-    return _record(cls)
+    """The class as a slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
+    namespace = dict(cls.__dict__)
+    fields: dict[str, tuple[str, object, Field, type]] = {}
+    for base in cls.__mro__[-1:0:-1]:  # as dataclass collects them: the farthest base first
+        if base in _RECORDS:
+            fields.update((f[0], f) for f in _RECORDS[base])
+        elif "__dataclass_fields__" in base.__dict__:
+            raise TypeError(f"{cls.__qualname__}: a record's dataclass bases must be records, not {base.__qualname__}")
+    own = namespace.get("__annotations__", {})
+    for name, annotation in own.items():
+        spelled = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if spelled.startswith(_NOT_FIELDS):
+            raise TypeError(f"{cls.__qualname__}.{name}: records have no {spelled.split('[')[0]} fields")
+        value = namespace.pop(name, MISSING)
+        if isinstance(value, Field):
+            options = value
+        elif value is MISSING:
+            options = _PLAIN
+        elif value.__class__.__hash__ is None:  # dataclass's rule: a list, dict or set default would be shared
+            raise ValueError(f"mutable default {type(value)} for field {name} is not allowed: use default_factory")
+        else:
+            options = Field(value, MISSING, True, True, False)
+        fields[name] = (name, annotation, options, cls)
+    for name, value in namespace.items():
+        if isinstance(value, Field) and name not in own:
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    defaulted = False
+    for name, _, options, _ in fields.values():
+        if options.kw_only:
+            continue
+        if options.default is not MISSING or options.default_factory is not MISSING:
+            defaulted = True
+        elif defaulted:
+            raise TypeError(f"non-default argument {name!r} follows default argument")
+    inherited = set()
+    for base in cls.__mro__[1:-1]:
+        slots = base.__dict__.get("__slots__", ())
+        inherited.update((slots,) if isinstance(slots, str) else slots)
+    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
+    for name in fields:  # an inherited field's default, as dataclass's slots=True leaves none on the class
+        namespace.pop(name, None)
+    namespace.pop("__dict__", None)
+    namespace.pop("__weakref__", None)
+    if "__match_args__" not in namespace:
+        namespace["__match_args__"] = tuple(name for name, _, options, _ in fields.values() if not options.kw_only)
+    namespace["__dataclass_fields__"] = _Lazy(_dataclass_fields)
+    namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
+    if not namespace.get("__doc__"):
+        namespace["__doc__"] = _Lazy(_signature_doc)
+    made = type(cls)(cls.__name__, cls.__bases__, namespace)
+    made.__qualname__ = cls.__qualname__
+    _RECORDS[made] = tuple(
+        (name, a, options, made if origin is cls else origin) for name, a, options, origin in fields.values()
+    )
+    return made
+
+
+def is_record(cls: type) -> bool:
+    """Whether `@record` made this very class."""
+    return cls in _RECORDS
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of a record class or of a class derived from one (`dataclasses.fields`' order)."""
+    for klass in cls.__mro__:
+        if klass in _RECORDS:
+            return tuple(f[0] for f in _RECORDS[klass])
+    raise TypeError(f"{cls.__qualname__} is not a record")
+
+
+def replace(obj: object, /, **changes: object) -> Any:
+    """`dataclasses.replace` for a record: a new one with `changes`, without importing dataclasses."""
+    for name in field_names(obj.__class__):
+        if name not in changes:
+            changes[name] = getattr(obj, name)
+    return obj.__class__(**changes)
+
+
+class _Lazy:
+    """A class attribute dataclasses (or help()) reads, made on first access and then stored in its place."""
+
+    __slots__ = ("make", "owner", "name")
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def __get__(self, instance: object, owner: type | None = None) -> object:
+        value = self.make(self.owner)
+        type.__setattr__(self.owner, self.name, value)
+        return value
+
+
+def _dataclass_fields(cls: type) -> dict[str, object]:
+    """The `dataclasses.Field`s dataclass would have made (an inherited field's is the base's own object)."""
+    import dataclasses
+
+    out: dict[str, object] = {}
+    for name, annotation, options, origin in _RECORDS[cls]:
+        if origin is not cls:
+            out[name] = origin.__dataclass_fields__[name]
+            continue
+        given: dict[str, object] = {"repr": options.repr, "compare": options.compare, "kw_only": options.kw_only}
+        if options.default is not MISSING:
+            given["default"] = options.default
+        if options.default_factory is not MISSING:
+            given["default_factory"] = options.default_factory
+        made = dataclasses.field(**given)
+        made.name, made.type, made._field_type = name, annotation, dataclasses._FIELD
+        out[name] = made
+    return out
+
+
+_PARAMS: list[object] = []
+
+
+def _dataclass_params(cls: type) -> object:
+    """The parameters of `@dataclass(frozen=True, slots=True)`, as this Python's dataclasses holds them."""
+    if not _PARAMS:
+        import dataclasses
+
+        _PARAMS.append(dataclasses.dataclass(frozen=True, slots=True)(type("Params", (), {})).__dataclass_params__)
+    return _PARAMS[0]
+
+
+def _signature_doc(cls: type) -> str:
+    """The docstring dataclass gives a class without one: its name and signature."""
+    import inspect
+
+    return cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
 
 
 class _Factory:
@@ -37,55 +212,90 @@ class _Factory:
         return "<factory>"  # as dataclass shows it in the signature
 
 
-def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
+_FACTORY = _Factory()
+_METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__getstate__", "__setstate__")
+
+
+def _wanted(cls: type) -> tuple[str, ...]:
+    """The methods dataclass would write on `cls`: those the class body does not define itself."""
+    own = cls.__dict__
+    for method in ("__setattr__", "__delattr__"):
+        if method in own:
+            raise TypeError(f"Cannot overwrite attribute {method} in class {cls.__name__}")
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    return tuple(m for m in _METHODS if m not in own and not (m == "__hash__" and explicit_hash))
+
+
+def _methods(cls: type, tag: str, wanted: tuple[str, ...], namespace: dict[str, object]) -> str:
     """The source of one class's methods, each named `<tag>_<method>`; defaults go into `namespace`."""
-    own = fields(cls)
+    own = [(name, options) for name, _, options, _ in _RECORDS[cls]]
     params, keywords, body = [], [], []
-    for f in own:
-        value = f.name
-        if f.default_factory is not MISSING:
-            namespace[f"{tag}_f_{f.name}"] = f.default_factory
-            param = f"{f.name}=_factory"
-            value = f"{tag}_f_{f.name}() if {f.name} is _factory else {f.name}"
-        elif f.default is MISSING:
-            param = f.name
+    for name, options in own:
+        value = name
+        if options.default_factory is not MISSING:
+            namespace[f"{tag}_f_{name}"] = options.default_factory
+            param = f"{name}=_factory"
+            value = f"{tag}_f_{name}() if {name} is _factory else {name}"
+        elif options.default is MISSING:
+            param = name
         else:
-            namespace[f"{tag}_d_{f.name}"] = f.default
-            param = f"{f.name}={tag}_d_{f.name}"
-        (keywords if f.kw_only else params).append(param)
-        namespace[f"{tag}_s_{f.name}"] = _slot(cls, f.name).__set__
-        body.append(f"    {tag}_s_{f.name}(self, {value})")
+            namespace[f"{tag}_d_{name}"] = options.default
+            param = f"{name}={tag}_d_{name}"
+        (keywords if options.kw_only else params).append(param)
+        namespace[f"{tag}_s_{name}"] = _slot(cls, name).__set__
+        body.append(f"    {tag}_s_{name}(self, {value})")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()")
+    namespace[f"{tag}_cls"] = cls
+    namespace[f"{tag}_running"] = set()
     signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
-    compared = "".join(f"self.{f.name}," for f in own if f.compare)
-    other = "".join(f"other.{f.name}," for f in own if f.compare)
-    shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in own if f.repr)
-    names = tuple(f.name for f in own)
-    return "\n".join(
-        [
-            f"def {tag}___init__({signature}):",
-            *(body or ["    pass"]),
-            f"def {tag}___repr__(self):",
-            f'    return self.__class__.__qualname__ + f"({shown})"',
+    compared = "".join(f"self.{name}," for name, options in own if options.compare)
+    other = "".join(f"other.{name}," for name, options in own if options.compare)
+    shown = ", ".join(f"{name}={{self.{name}!r}}" for name, options in own if options.repr)
+    names = tuple(name for name, _ in own)
+    source = {
+        "__init__": [f"def {tag}___init__({signature}):", *(body or ["    pass"])],
+        "__repr__": [
+            f"def {tag}___repr__(self):",  # as dataclass's _recursive_repr: "..." for a record inside itself
+            "    key = id(self), _ident()",
+            f"    if key in {tag}_running:",
+            '        return "..."',
+            f"    {tag}_running.add(key)",
+            "    try:",
+            f'        return self.__class__.__qualname__ + f"({shown})"',
+            "    finally:",
+            f"        {tag}_running.discard(key)",
+        ],
+        "__eq__": [
             f"def {tag}___eq__(self, other):",
             "    if other.__class__ is self.__class__:",
             f"        return ({compared}) == ({other})",
             "    return NotImplemented",
-            f"def {tag}___hash__(self):",
-            f"    return hash(({compared}))",
-            f"def {tag}___getstate__(self):",
-            f"    return [{', '.join(f'self.{n}' for n in names)}]",
+        ],
+        "__hash__": [f"def {tag}___hash__(self):", f"    return hash(({compared}))"],
+        "__setattr__": [
+            f"def {tag}___setattr__(self, name, value):",
+            f"    if type(self) is {tag}_cls or name in {names!r}:",
+            '        raise _frozen(f"cannot assign to field {name!r}")',
+            f"    super({tag}_cls, self).__setattr__(name, value)",
+        ],
+        "__delattr__": [
+            f"def {tag}___delattr__(self, name):",
+            f"    if type(self) is {tag}_cls or name in {names!r}:",
+            '        raise _frozen(f"cannot delete field {name!r}")',
+            f"    super({tag}_cls, self).__delattr__(name)",
+        ],
+        "__getstate__": [f"def {tag}___getstate__(self):", f"    return [{', '.join(f'self.{n}' for n in names)}]"],
+        "__setstate__": [
             f"def {tag}___setstate__(self, state):",
             f"    for name, value in zip({names!r}, state):",
             "        _set(self, name, value)",
-            "",
-        ]
-    )
+        ],
+    }
+    return "".join(line + "\n" for method in wanted for line in source[method])
 
 
-_FACTORY = _Factory()
-
-
-def _slot(cls: type, name: str) -> object:
+def _slot(cls: type, name: str) -> Any:
     """The slot that holds field `name` (the class's own, or a base's): setting through it skips the generic
     `object.__setattr__` lookup, which made a node's `__init__` cost twice as much."""
     for klass in cls.__mro__:
@@ -94,27 +304,32 @@ def _slot(cls: type, name: str) -> object:
     raise TypeError(f"{cls.__qualname__}.{name} has no slot")
 
 
-def _setattr(self: object, name: str, value: object) -> None:
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+def _frozen(message: str) -> Exception:
+    """The error of assigning to a frozen dataclass's field, dataclasses' own class (imported only now)."""
+    from dataclasses import FrozenInstanceError
 
-
-def _delattr(self: object, name: str) -> None:
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
+    return FrozenInstanceError(message)
 
 
 def finish(classes: tuple[type, ...]) -> None:
     """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`, compiled together."""
-    namespace: dict[str, object] = {"_set": object.__setattr__, "_factory": _FACTORY, "__name__": classes[0].__module__}
-    tagged = [(cls, f"_{n}") for n, cls in enumerate(classes)]
-    source = "".join(_methods(cls, tag, namespace) for cls, tag in tagged)
+    namespace: dict[str, object] = {
+        "_set": object.__setattr__,
+        "_factory": _FACTORY,
+        "_frozen": _frozen,
+        "_ident": get_ident,
+        "__name__": classes[0].__module__,
+    }
+    tagged = [(cls, f"_{n}", _wanted(cls)) for n, cls in enumerate(classes)]
+    source = "".join(_methods(cls, tag, wanted, namespace) for cls, tag, wanted in tagged)
     exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
-    for cls, tag in tagged:
-        for method in ("__init__", "__repr__", "__eq__", "__hash__", "__getstate__", "__setstate__"):
+    for cls, tag, wanted in tagged:
+        for method in wanted:
             function = namespace[f"{tag}_{method}"]
             function.__name__, function.__qualname__ = method, f"{cls.__qualname__}.{method}"
             setattr(cls, method, function)
-        cls.__init__.__annotations__ = {**{f.name: f.type for f in fields(cls)}, "return": None}
-        cls.__setattr__, cls.__delattr__ = _setattr, _delattr
+        if "__init__" in wanted:
+            cls.__init__.__annotations__ = {**{f[0]: f[1] for f in _RECORDS[cls]}, "return": None}
 
 
 def _compiled(source: str, name: str) -> CodeType:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import FrozenInstanceError, field, fields
 
-from ptxtool.records import finish, record
+from ptxtool.records import field, field_names, finish, is_record, record
 
 # ---------------------------------------------------------------- operands
 
@@ -226,9 +225,13 @@ class Literals(InitList):
         return hash((self.items,))  # as InitList's
 
     def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # only here: a run that changes no node never imports dataclasses
+
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self) -> str:
@@ -539,7 +542,7 @@ NODE_TYPES: tuple[type, ...] = (
     Section,
     Module,
 )
-finish((Owner, *(c for c in NODE_TYPES if "__dataclass_fields__" in c.__dict__)))
+finish((Owner, *(c for c in NODE_TYPES if is_record(c))))
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -553,7 +556,7 @@ def children(node: object) -> Iterator[object]:
         return
     names = _FIELD_NAMES.get(type(node))
     if names is None:  # dataclasses.fields() per node was most of a walk's time
-        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))  # type: ignore[arg-type]
+        names = _FIELD_NAMES[type(node)] = field_names(type(node))
     for name in names:
         value = getattr(node, name)
         if isinstance(value, tuple):
