@@ -2,14 +2,16 @@
 
 `@dataclass(frozen=True, slots=True)` imports `dataclasses` (and with it `inspect`, `ast`, `dis`, `tokenize`: 15 ms,
 more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `@record` makes the
-same class (its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
-reads them), and `finish(classes)` then writes the methods `frozen=True, slots=True` would (`__init__`, `__repr__`,
-`__eq__`, `__hash__`, frozen `__setattr__` and `__delattr__`, `__getstate__`/`__setstate__`) for all of them, compiled
-as one source. Compiling it costs as much as the exec calls did, so its code is kept in the cache directory (with the
+same class: its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
+reads them, and the methods `frozen=True, slots=True` writes (`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__`
+and `__delattr__`, `__getstate__`/`__setstate__`) as closures over the fields' names; `finish(classes)` then gives
+them the `__init__`s, compiled as one source (a node's is called millions of times, and must have the signature
+dataclass writes). Compiling costs as much as the exec calls did, so the code is kept in the cache directory (with its
 source and the Python it was compiled by, both checked on load), as Python keeps a module's bytecode. What
 `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read (`__dataclass_fields__`, `__dataclass_params__`),
 and the docstring dataclass writes from the signature, are made on first access: only code that asks for them
 imports `dataclasses`. A record's frozen-field error is `dataclasses.FrozenInstanceError`, imported when raised.
+tests/test_records.py compares every record class with the dataclass made of the same class body.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ _NOT_FIELDS = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar", 
 
 
 def record(cls: type) -> type:
-    """The class as a slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
+    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it."""
     namespace = dict(cls.__dict__)
+    wanted = _wanted(namespace, cls.__name__)
     fields: dict[str, tuple[str, object, Field, type]] = {}
     for base in cls.__mro__[-1:0:-1]:  # as dataclass collects them: the farthest base first
         if base in _RECORDS:
@@ -121,8 +124,14 @@ def record(cls: type) -> type:
     namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
     if not namespace.get("__doc__"):
         namespace["__doc__"] = _Lazy(_signature_doc)
+    methods, bind = _methods(tuple(fields.values()))
+    for method in wanted:  # in the class as it is made: setting a method on a class later costs more
+        if method != "__init__":
+            function = namespace[method] = methods[method]
+            function.__qualname__ = f"{cls.__qualname__}.{method}"
     made = type(cls)(cls.__name__, cls.__bases__, namespace)
     made.__qualname__ = cls.__qualname__
+    bind(made)
     _RECORDS[made] = tuple(
         (name, a, options, made if origin is cls else origin) for name, a, options, origin in fields.values()
     )
@@ -217,12 +226,11 @@ _FACTORY = _Factory()
 _METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__getstate__", "__setstate__")
 
 
-def _wanted(cls: type) -> tuple[str, ...]:
-    """The methods dataclass would write on `cls`: those the class body does not define itself."""
-    own = cls.__dict__
+def _wanted(own: dict[str, object], name: str) -> tuple[str, ...]:
+    """The methods dataclass would write on a class: those its body (`own`) does not define itself."""
     for method in ("__setattr__", "__delattr__"):
         if method in own:
-            raise TypeError(f"Cannot overwrite attribute {method} in class {cls.__name__}")
+            raise TypeError(f"Cannot overwrite attribute {method} in class {name}")
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     return tuple(m for m in _METHODS if m not in own and not (m == "__hash__" and explicit_hash))
 
@@ -277,10 +285,11 @@ def _frozen(message: str) -> Exception:
     return FrozenInstanceError(message)
 
 
-def _methods(cls: type) -> dict[str, Any]:
+def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[str, Any], Any]:
     """The methods besides `__init__` that `@dataclass(frozen=True, slots=True)` writes, as closures over the
-    class's fields: they run as fast as compiled ones (the values are fetched in C), and cost no compiling."""
-    fields = _RECORDS[cls]
+    class's fields: they run as fast as compiled ones (the values are fetched in C), and cost no compiling. The
+    function returned with them binds them to the class, once it is made."""
+    cls = None
     names = tuple(f[0] for f in fields)
     every, compared = _values(names), _values(tuple(f[0] for f in fields if f[2].compare))
     shown = tuple(f[0] for f in fields if f[2].repr)
@@ -321,7 +330,11 @@ def _methods(cls: type) -> dict[str, Any]:
         for name, value in zip(names, state, strict=False):
             object.__setattr__(self, name, value)
 
-    return {
+    def bind(made: type) -> None:
+        nonlocal cls
+        cls = made
+
+    methods = {
         "__repr__": __repr__,
         "__eq__": __eq__,
         "__hash__": __hash__,
@@ -330,50 +343,74 @@ def _methods(cls: type) -> dict[str, Any]:
         "__getstate__": __getstate__,
         "__setstate__": __setstate__,
     }
+    return methods, bind
 
 
 def finish(classes: tuple[type, ...]) -> None:
-    """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`; the `__init__`s (a node's
-    is called millions of times) are compiled together."""
+    """Give each `@record` class the `__init__` of `@dataclass(frozen=True, slots=True)` (unless it has its own),
+    all compiled together: a node's is called millions of times."""
     namespace: dict[str, object] = {"_factory": _FACTORY, "__name__": classes[0].__module__}
-    tagged = [(cls, f"_{n}", _wanted(cls)) for n, cls in enumerate(classes)]
-    source = "".join(_init(cls, tag, namespace) for cls, tag, wanted in tagged if "__init__" in wanted)
-    exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
-    for cls, tag, wanted in tagged:
-        methods = _methods(cls)
-        if "__init__" in wanted:
-            methods["__init__"] = namespace[f"{tag}___init__"]
-            methods["__init__"].__annotations__ = {**{f[0]: f[1] for f in _RECORDS[cls]}, "return": None}
-        for method in wanted:
-            function = methods[method]
-            function.__name__, function.__qualname__ = method, f"{cls.__qualname__}.{method}"
-            setattr(cls, method, function)
+    tagged = [(cls, f"_{n}") for n, cls in enumerate(classes) if "__init__" not in cls.__dict__]
+    source = "".join(_init(cls, tag, namespace) for cls, tag in tagged)
+    exec(_CACHE.code(source, f"<records of {classes[0].__module__}.{classes[0].__qualname__}>"), namespace)  # noqa: S102 - our own source
+    for cls, tag in tagged:
+        init = namespace[f"{tag}___init__"]
+        init.__name__, init.__qualname__ = "__init__", f"{cls.__qualname__}.__init__"
+        init.__annotations__ = {**{f[0]: f[1] for f in _RECORDS[cls]}, "return": None}
+        cls.__init__ = init
 
 
-def _compiled(source: str, name: str) -> CodeType:
-    """The code of `source`: from the cache when it holds this very source compiled by this very Python, else
-    compiled now and cached (a missing, stale or unreadable entry is rewritten; no cache: compiled each run)."""
-    directory, why = cache_directory()
-    key = f"{zlib.crc32(source.encode()):08x}-{sys.implementation.cache_tag}"
-    path = os.path.join(directory, f"records-{key}.marshal") if directory is not None and why is None else None
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                version, cached_source, code = marshal.loads(f.read())
-            if version == sys.version and cached_source == source and isinstance(code, CodeType):
-                return code
-        except Exception:  # noqa: BLE001 - missing, unreadable, from another version: compile and rewrite it
-            pass
-    code = compile(source, name, "exec")
-    if path is not None:
+class _Cache:
+    """The compiled `__init__`s of every module that makes records, in one file per installed package (each entry
+    with its source, the whole with the Python that compiled it): read once, at the first `finish`, rather than a
+    file per module; an entry whose source changed is compiled again and the file rewritten."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.entries: dict[str, tuple[str, CodeType]] | None = None
+
+    def load(self) -> dict[str, tuple[str, CodeType]]:
+        directory, why = cache_directory()
+        if directory is not None and why is None:
+            package = os.path.dirname(os.path.abspath(__file__))
+            name = f"records-{zlib.crc32(package.encode()):08x}-{sys.implementation.cache_tag}.marshal"
+            self.path = os.path.join(directory, name)
+        self.entries = {}
+        if self.path is not None:
+            try:
+                with open(self.path, "rb", buffering=0) as f:
+                    version, entries = marshal.loads(f.read())
+                if version == sys.version and type(entries) is dict:
+                    self.entries = entries
+            except Exception:  # noqa: BLE001 - missing, unreadable, another version's: compiled and rewritten
+                pass
+        return self.entries
+
+    def code(self, source: str, name: str) -> CodeType:
+        """The code of `source`: the cached one when it was compiled from this very source, else compiled now."""
+        entries = self.load() if self.entries is None else self.entries
+        entry = entries.get(name)
+        if type(entry) is tuple and len(entry) == 2 and entry[0] == source and isinstance(entry[1], CodeType):
+            return entry[1]
+        code = compile(source, name, "exec")
+        entries[name] = (source, code)
+        if self.path is not None:
+            self.write(self.path, entries)
+        return code
+
+    @staticmethod
+    def write(path: str, entries: dict[str, tuple[str, CodeType]]) -> None:
         import tempfile  # only here: a run that finds its code never needs it
 
+        directory = os.path.dirname(path)
         try:
             os.makedirs(directory, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".records-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(marshal.dumps((sys.version, source, code)))
-            os.replace(tmp, path)
+                f.write(marshal.dumps((sys.version, entries)))
+            os.replace(tmp, path)  # another run's entries written meanwhile are lost: compiled again when needed
         except OSError:  # a read-only cache: the code still works, it is only compiled again next time
             pass
-    return code
+
+
+_CACHE = _Cache()

@@ -9,11 +9,14 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import os
 import pickle
 import pkgutil
 import random
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -189,9 +192,35 @@ def test_a_records_dataclass_parts_are_made_only_when_read() -> None:
         "assert dataclasses.fields(ast.Instruction)[0] is ast.Owner.__dataclass_fields__['leading']\n"
         "print(before, names)\n"
     )
-    import subprocess
-
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[0] == (
         "[] ['leading', 'trailing', 'line', 'column', 'end_line', 'opcode', 'modifiers', 'operands', 'guard']"
     )
+
+
+def test_the_compiled_inits_are_cached_in_one_file_read_once(tmp_path: Path) -> None:
+    """One cache file for every module's records: a second run compiles nothing and writes nothing; a damaged file
+    is compiled again and rewritten; a cache that cannot be written costs only the compiling."""
+    code = (
+        "import builtins, sys\ncompiled = []\nreal = builtins.compile\n"
+        "builtins.compile = lambda source, name, *a, **k: (compiled.append(name), real(source, name, *a, **k))[1]\n"
+        "from ptxtool.syntax import format_module, parse\nfrom ptxtool.services import fmt\n"
+        "assert format_module(parse('.version 8.0\\n.target sm_80\\n.address_size 64\\n')).startswith('.version')\n"
+        "print(sum(name.startswith('<records of') for name in compiled))\n"
+    )
+
+    def run(cache: Path) -> int:
+        env = dict(os.environ, PTXTOOL_CACHE_DIR=str(cache))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return int(done.stdout)
+
+    cache = tmp_path / "cache"
+    assert run(cache) >= 8  # every module's records compiled (errors, sources, fmt, ast, the parser's)
+    (written,) = cache.glob("records-*.marshal")
+    stamp = written.stat().st_mtime_ns
+    assert run(cache) == 0 and written.stat().st_mtime_ns == stamp
+    written.write_bytes(b"not marshal")
+    assert run(cache) >= 8 and run(cache) == 0
+    blocked = tmp_path / "file"
+    blocked.write_text("", encoding="utf-8")
+    assert run(blocked / "cache") >= 8  # no cache directory can be made under a file: compiled, and it still works

@@ -8,7 +8,6 @@ by a pass, and take no part in equality.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 from ptxtool.records import field, field_names, finish, is_record, record
@@ -667,10 +666,10 @@ def literal_value(text: str) -> int | float:
 
     neg = text.startswith("-")
     body = text[1:] if neg else text
-    if body[:2] in ("0f", "0F"):
-        value: int | float = struct.unpack(">f", bytes.fromhex(body[2:]))[0]
-    elif body[:2] in ("0d", "0D"):
-        value = struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+    if body[:2] in ("0f", "0F", "0d", "0D"):
+        import struct  # here: fmt reads no literal's value, and never imports struct
+
+        value: int | float = struct.unpack(">f" if body[1] in "fF" else ">d", bytes.fromhex(body[2:]))[0]
     else:
         digits = body.rstrip("uU")
         if digits[:2] in ("0x", "0X"):
