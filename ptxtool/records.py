@@ -228,11 +228,13 @@ _METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__dela
 
 def _wanted(own: dict[str, object], name: str) -> tuple[str, ...]:
     """The methods dataclass would write on a class: those its body (`own`) does not define itself."""
+    if own.keys().isdisjoint(_METHODS):  # as nearly every record: no method of its own
+        return _METHODS
     for method in ("__setattr__", "__delattr__"):
         if method in own:
             raise TypeError(f"Cannot overwrite attribute {method} in class {name}")
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    return tuple(m for m in _METHODS if m not in own and not (m == "__hash__" and explicit_hash))
+    return tuple(m for m in _METHODS if (not explicit_hash if m == "__hash__" else m not in own))
 
 
 def _init(cls: type, tag: str, namespace: dict[str, object]) -> str:

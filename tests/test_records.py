@@ -224,3 +224,41 @@ def test_the_compiled_inits_are_cached_in_one_file_read_once(tmp_path: Path) -> 
     blocked = tmp_path / "file"
     blocked.write_text("", encoding="utf-8")
     assert run(blocked / "cache") >= 8  # no cache directory can be made under a file: compiled, and it still works
+
+
+def _body() -> dict[str, object]:
+    """A class body that defines methods dataclass leaves alone, and a __post_init__ it calls."""
+
+    def __repr__(self: object) -> str:
+        return "mine"
+
+    def __eq__(self: object, other: object) -> bool:
+        return True
+
+    def __post_init__(self: object) -> None:
+        if self.a < 0:
+            raise ValueError("negative")
+
+    return {"__annotations__": {"a": "int", "b": "int"}, "b": 2, "__module__": __name__, **locals()}
+
+
+def test_a_record_keeps_the_methods_its_body_defines_as_dataclass_does() -> None:
+    mine = records.record(type("Own", (), _body()))
+    records.finish((mine,))
+    theirs = dataclasses.dataclass(frozen=True, slots=True)(type("Own", (), _body()))
+    for cls in (mine, theirs):
+        assert repr(cls(1)) == "mine" and cls(1) == cls(5) and hash(cls(1)) == hash((1, 2))
+        with pytest.raises(ValueError, match="negative"):
+            cls(-1)
+    assert str(inspect.signature(mine)) == str(inspect.signature(theirs))
+    assert _error(lambda: records.record(type("Bad", (), {"__setattr__": _body()["__repr__"]}))) == _error(
+        lambda: dataclasses.dataclass(frozen=True, slots=True)(type("Bad", (), {"__setattr__": _body()["__repr__"]}))
+    )
+
+
+def test_a_record_keeps_its_own_hash_as_dataclass_does() -> None:
+    body = {"__annotations__": {"a": "int"}, "__module__": __name__, "__hash__": lambda self: 7}
+    mine = records.record(type("Hashed", (), dict(body)))
+    records.finish((mine,))
+    theirs = dataclasses.dataclass(frozen=True, slots=True)(type("Hashed", (), dict(body)))
+    assert hash(mine(1)) == hash(theirs(1)) == 7 and mine(1) == mine(1) != mine(2)
