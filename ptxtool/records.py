@@ -143,12 +143,18 @@ def is_record(cls: type) -> bool:
     return cls in _RECORDS
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}  # field_names' answers
+
+
 def field_names(cls: type) -> tuple[str, ...]:
     """The names of the fields of a record class or of a class derived from one (`dataclasses.fields`' order)."""
-    for klass in cls.__mro__:
-        if klass in _RECORDS:
-            return tuple(f[0] for f in _RECORDS[klass])
-    raise TypeError(f"{cls.__qualname__} is not a record")
+    names = _NAMES.get(cls)
+    if names is None:
+        made = next((klass for klass in cls.__mro__ if klass in _RECORDS), None)
+        if made is None:
+            raise TypeError(f"{cls.__qualname__} is not a record")
+        names = _NAMES[cls] = tuple(f[0] for f in _RECORDS[made])
+    return names
 
 
 def replace(obj: object, /, **changes: object) -> Any:
@@ -224,6 +230,8 @@ class _Factory:
 
 _FACTORY = _Factory()
 _METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__getstate__", "__setstate__")
+if sys.version_info >= (3, 13):  # copy.replace's protocol, which dataclass writes since 3.13
+    _METHODS += ("__replace__",)
 
 
 def _wanted(own: dict[str, object], name: str) -> tuple[str, ...]:
@@ -332,6 +340,9 @@ def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[
         for name, value in zip(names, state, strict=False):
             object.__setattr__(self, name, value)
 
+    def __replace__(self: Any, /, **changes: object) -> Any:
+        return replace(self, **changes)
+
     def bind(made: type) -> None:
         nonlocal cls
         cls = made
@@ -344,6 +355,7 @@ def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[
         "__delattr__": __delattr__,
         "__getstate__": __getstate__,
         "__setstate__": __setstate__,
+        "__replace__": __replace__,
     }
     return methods, bind
 
