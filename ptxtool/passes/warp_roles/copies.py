@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse
+from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
 from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
-from ptxtool.analysis.loops import Loop
+from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
 from ptxtool.isa.caching import access_bytes, type_bits
 from ptxtool.isa.integer import integer_form, wrapped
@@ -267,10 +267,8 @@ class _Converter:
             )
         return None
 
-    def fill_refusal(self, disjoint: bool = True) -> tuple[int, str] | None:
-        """(line, why) where fills.py cannot tell each thread's writes of a trip, or (`disjoint`) two of one thread's
-        overlap (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on
-        every trip, and (`disjoint`) disjoint."""
+    def trace(self) -> FillTrace:
+        """fills.py's run of the staging part, thread after thread, with what this converter knows of live-ins."""
         bounds = block_bounds(self.cfg.function)
         ntid = bounds.dims[0] if bounds is not None and bounds.exact else None
 
@@ -280,7 +278,13 @@ class _Converter:
         def key_def(at: int, name: str) -> str | None:
             return self.key_def(at, ast.Name(name))
 
-        trace = FillTrace(self.cfg, self.found, self.value, key, key_def, ntid)
+        return FillTrace(self.cfg, self.found, self.value, key, key_def, ntid)
+
+    def fill_refusal(self, disjoint: bool = True) -> tuple[int, str] | None:
+        """(line, why) where fills.py cannot tell each thread's writes of a trip, or (`disjoint`) two of one thread's
+        overlap (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on
+        every trip, and (`disjoint`) disjoint."""
+        trace = self.trace()
         for tid in range(self.threads):
             try:
                 writes = trace.writes(tid)
@@ -533,6 +537,14 @@ def _overlapping(writes: list[Write]) -> tuple[Write, Write] | None:
         if a.buffer == b.buffer and b.offset < a.offset + a.size:
             return (a, b) if i < j else (b, a)
     return None
+
+
+def staging_trace(cfg: CFG, found: StagedLoop) -> tuple[FillTrace, int]:
+    """fills.py's run of the staging part with this module's evaluation of live-ins, and the threads to run it for
+    (the values %tid.x may take)."""
+    du = def_use(cfg)
+    converter = _Converter(cfg, du, find_loops(cfg, du), found)
+    return converter.trace(), converter.threads
 
 
 def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> tuple[int, str] | None:

@@ -1,0 +1,178 @@
+"""The split with one producer warp that stages a trip with `cp.async.bulk` (`--variant split-bulk`, sm_90+): the
+trip's bytes as runs of contiguous shared bytes (footprint.py), each copied by one
+
+    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [ring+slot+start], [src], size, [full+8*slot];
+
+What the PTX cannot tell (each run's global source contiguous and 16-byte aligned, every word of it on the load
+path rather than zero-filled, on this trip and for these parameters) the producer warp checks at run time first:
+it replays every consumer thread's staging (a check pass, issuing nothing), and for each word w of run r takes
+b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; min and max of b over the run's words
+(shared atomics, then one lane per run) are equal and 16-byte aligned iff the run's words are exactly the bytes
+[b, b + size) in order. The warp votes; if every run holds and no word is zero-filled, lane 0 announces the trip's
+bytes (`mbarrier.arrive.expect_tx`, its arrival), the lanes fence the async proxy and issue one bulk copy per run
+and the other 31 lanes arrive; full[slot] completes when all 32 arrived and every byte landed. Else the trip is
+staged as split-async stages it (cp.async of every word, `cp.async.mbarrier.arrive.noinc` by each lane): the same
+32 arrivals, no transaction bytes. Both passes run the staging part's own arithmetic, so a
+staging part that reads a register it also updates (a pointer stepped in the staging part rather than the tail) is
+refused (`replay_refusal`): run twice on a fallback trip, it would step twice.
+
+No bulk copy outlives the kernel unwaited: consumers wait on full[slot] on every trip the producers stage (the trip
+count is uniform), and a phase completes only when its transaction bytes have landed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ptxtool.analysis.cfg import CFG
+from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
+from ptxtool.analysis.staging import StagedLoop
+from ptxtool.isa.targets import BULK_COPY_ALIGN
+from ptxtool.passes.warp_roles.async_producers import ARRIVE as NOINC
+from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
+from ptxtool.passes.warp_roles.emit import FULL, RING, relocated, statements
+from ptxtool.passes.warp_roles.footprint import Footprint
+from ptxtool.passes.warp_roles.producers import Staging
+from ptxtool.syntax import ast
+from ptxtool.toolchain.sass import SassMark
+
+VARIANT = "split-bulk"
+LOW, HIGH = "__wr_lo", "__wr_hi"  # per run: the least and greatest base its words imply on this trip
+SASS_PROOF = (SassMark("UBLKCP"), SassMark("LDGSTS"))  # the bulk copies; the fallback's cp.asyncs
+WARP = 32
+
+
+def replay_refusal(cfg: CFG, found: StagedLoop) -> tuple[int, str] | None:
+    """(line, why) where running the staging part twice in one trip (the check pass, then the fallback) is not the
+    same as running it once: a register it reads both as it was before the part and as the part itself sets it."""
+    du = def_use(cfg)
+    inside = range(found.staging.start, found.filled)
+    names = {r.key: r.name for r in cfg.linear.registers.values()}
+    for at in inside:
+        op = cfg.linear.ops[at]
+        for key in op.uses:
+            defs = du.defs_of.get((at, key), ())
+            mine = [d for d in defs if d != ENTRY and d in inside]
+            if mine and len(mine) != len(defs):
+                return op.line, (
+                    f"the staging part reads {names[key]} at line {op.line} as the trip found it and sets it at line "
+                    f"{cfg.linear.ops[mine[0]].line}: the check pass and the fallback would step it twice"
+                )
+    return None
+
+
+def tables(kernel: str) -> tuple[str, str, str]:
+    """The names of the kernel's `.const` tables: run of each 16-byte granule, start and size of each run."""
+    return f"__wr_{kernel}_run", f"__wr_{kernel}_start", f"__wr_{kernel}_size"
+
+
+def const_tables(kernel: str, found: Footprint) -> str:
+    """The module-scope `.const` tables the check and the copies read."""
+    run, start, size = tables(kernel)
+
+    def table(name: str, values: list[int]) -> str:
+        return f".const .align 4 .u32 {name}[{len(values)}] = {{{', '.join(map(str, values))}}};"
+
+    return "\n".join(
+        (
+            table(run, list(found.granules)),
+            table(start, [r.start for r in found.runs]),
+            table(size, [r.size for r in found.runs]),
+        )
+    )
+
+
+def declarations(copies: tuple[AsyncCopy, ...], found: Footprint) -> str:
+    runs = len(found.runs)
+    return "\n".join(
+        (
+            ".reg .pred %wr_ok, %wr_bulk, %wr_q, %wr_lead;",
+            ".reg .b32 %wr_o, %wr_rb, %wr_ri, %wr_st, %wr_sz, %wr_r, %wr_x;",
+            ".reg .b64 %wr_t, %wr_b, %wr_d;",
+            f".shared .align 8 .b64 {LOW}[{runs}];",
+            f".shared .align 8 .b64 {HIGH}[{runs}];",
+        )
+    )
+
+
+def _lanes(label: str, runs: int, body: str) -> str:
+    """`body` for every run r = lane, lane + 32, ... (%wr_r), in a loop of its own."""
+    return (
+        f"mov.u32 %wr_r, %wr_vtid;\n{label}:\nsetp.ge.u32 %wr_q, %wr_r, {runs};\n@%wr_q bra {label}_done;\n"
+        f"{body}\nadd.u32 %wr_r, %wr_r, {WARP};\nbra {label};\n{label}_done:"
+    )
+
+
+def _const(name: str, index: str, into: str) -> str:
+    return f"mov.u64 %wr_t, {name};\nmad.wide.u32 %wr_t, {index}, 4, %wr_t;\nld.const.u32 {into}, [%wr_t];"
+
+
+def _shared(name: str, index: str) -> str:
+    return f"mov.u32 %wr_x, {name};\nmad.lo.u32 %wr_x, {index}, 8, %wr_x;"
+
+
+def bulk_staging(
+    kernel: str,
+    copies: tuple[AsyncCopy, ...],
+    found: Footprint,
+    wide: Callable[[str], bool],
+    registers: frozenset[str],
+    space: str,
+) -> Staging:
+    """The producers' trip: reset the runs' bounds, the check pass, the vote, then either the bulk copies or the
+    split-async staging (`space`: the file's spelling of the mbarriers' state space)."""
+    run, start, size = tables(kernel)
+    runs = len(found.runs)
+    capture = copying(copies, registers, lambda i: relocated(i, wide))
+    by_store = {c.store: c for c in copies}
+
+    def check(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        copy = by_store.get(index)
+        if copy is None:
+            return capture(index, i)  # loads take their address, zeros and selps set the flag
+        address = i.operands[0]
+        assert isinstance(address, ast.Address)
+        base = address.base.text if isinstance(address.base, ast.Name) else RING
+        take = f"cvt.u32.u64 %wr_o, {base};" if wide(base) else f"mov.u32 %wr_o, {base};"
+        shift = ast.displacement(address)
+        code = (
+            f"{take}\nadd.s32 %wr_o, %wr_o, {shift};\nmov.u32 %wr_rb, {RING};\nsub.u32 %wr_o, %wr_o, %wr_rb;\n"
+            f"shr.u32 %wr_st, %wr_o, 4;\n{_const(run, '%wr_st', '%wr_ri')}\n{_const(start, '%wr_ri', '%wr_st')}\n"
+            f"sub.u32 %wr_st, %wr_o, %wr_st;\ncvt.u64.u32 %wr_d, %wr_st;\nsub.u64 %wr_b, {copy.source}, %wr_d;\n"
+            f"{_shared(LOW, '%wr_ri')}\nred.shared.min.u64 [%wr_x], %wr_b;\n"
+            f"{_shared(HIGH, '%wr_ri')}\nred.shared.max.u64 [%wr_x], %wr_b;"
+        )
+        if copy.zero_fill:
+            code += f"\nand.pred %wr_ok, %wr_ok, {copy.flag};"
+        return statements(code)
+
+    reset = _lanes(
+        "$__wr_reset",
+        runs,
+        f"{_shared(LOW, '%wr_r')}\nst.shared.u64 [%wr_x], -1;\n{_shared(HIGH, '%wr_r')}\nst.shared.u64 [%wr_x], 0;",
+    )
+    before = f"mov.pred %wr_ok, 1;\n{reset}\nbar.warp.sync -1;"
+    verify = _lanes(
+        "$__wr_verify",
+        runs,
+        f"{_shared(LOW, '%wr_r')}\nld.shared.u64 %wr_b, [%wr_x];\n"
+        f"{_shared(HIGH, '%wr_r')}\nld.shared.u64 %wr_d, [%wr_x];\n"
+        f"setp.ne.u64 %wr_q, %wr_b, %wr_d;\n@%wr_q mov.pred %wr_ok, 0;\n"
+        f"and.b64 %wr_d, %wr_b, {BULK_COPY_ALIGN - 1};\nsetp.ne.u64 %wr_q, %wr_d, 0;\n@%wr_q mov.pred %wr_ok, 0;",
+    )
+    issue = _lanes(
+        "$__wr_issue",
+        runs,
+        f"{_shared(LOW, '%wr_r')}\nld.shared.u64 %wr_b, [%wr_x];\n{_const(start, '%wr_r', '%wr_st')}\n"
+        f"{_const(size, '%wr_r', '%wr_sz')}\nmov.u32 %wr_o, {RING};\nadd.u32 %wr_o, %wr_o, %wr_st;\n"
+        "add.u32 %wr_o, %wr_o, %wr_off;\n"
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz, [%wr_bar];",
+    )
+    decide = (
+        f"bar.warp.sync -1;\n{verify}\nvote.sync.all.pred %wr_bulk, %wr_ok, -1;\n@!%wr_bulk bra $__wr_fallback;\n"
+        f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\nsetp.eq.u32 %wr_lead, %wr_vtid, 0;\n"
+        f"@%wr_lead mbarrier.arrive.expect_tx.{space}.b64 %wr_state, [%wr_bar], {found.total};\nbar.warp.sync -1;\n"
+        f"fence.proxy.async.shared::cta;\n{issue}\n@!%wr_lead mbarrier.arrive.{space}.b64 %wr_state, [%wr_bar];\n"
+        "bra $__wr_staged;\n$__wr_fallback:"
+    )
+    return Staging(capture, f"{NOINC}\n$__wr_staged:", "cp.async.wait_all;", check=check, before=before, decide=decide)
