@@ -1,9 +1,9 @@
 """tests/ptx_sim_roles.py's CTA with what the bulk producers add: `.const` tables, `cp.async.bulk ... complete_tx`
-(the copy lands as late as allowed: when a thread would otherwise spin, or never before the phase needs it; its bytes
-then count down the mbarrier's tx-count), `mbarrier.arrive.expect_tx` (arrival plus tx-count), `red.shared.min/max`,
-and the warp collectives `bar.warp.sync` and `vote.sync.all` as real warp barriers (a lane waits until all 32 of its
-warp have reached it). The bulk copy asserts its alignment (16-byte source, destination and size), so a trip that
-should have fallen back to cp.async fails loudly."""
+(the copy lands as late as allowed: when a thread would otherwise spin; its bytes then count down the mbarrier's
+tx-count), `mbarrier.expect_tx` and `mbarrier.arrive.expect_tx`, `red.shared.min/max`, and the warp collectives
+`bar.warp.sync` and `vote.sync.all` as real warp barriers (a lane waits until all 32 of its warp reach it). A bulk
+copy asserts its alignment (16-byte source, destination and size), so a trip that should have fallen back to
+cp.async fails loudly."""
 
 from __future__ import annotations
 
@@ -81,6 +81,11 @@ class BulkCta(RolesCta):
             if family == "vote.sync":
                 t.regs[ops[0].text] = result
             t.pc += 1
+            return None
+        if family == "mbarrier.expect_tx":
+            t.pc += 1
+            address = self.address(t, ops[0], params)
+            self.tx[address] = self.tx.get(address, 0) + int(self.value(t, ops[1], 32, params))
             return None
         if family == "mbarrier.arrive" and "expect_tx" in i.modifiers:
             t.pc += 1

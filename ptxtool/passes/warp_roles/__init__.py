@@ -272,7 +272,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         runs: Footprint | None = None
         if isinstance(found, StagedLoop) and bulk:
             cfg = build_cfg(item)
-            laid = bulk_producers.replay_refusal(cfg, found) or footprint(cfg, found)
+            laid = bulk_producers.replay_refusal(cfg, found) or footprint(cfg, found, copies)
             if isinstance(laid, tuple):
                 line, why = laid
                 found = Refusal(item.name, line, f"bulk producers: {why}")

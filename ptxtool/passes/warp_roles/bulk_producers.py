@@ -1,28 +1,32 @@
 """The split with one producer warp that stages a trip with `cp.async.bulk` (`--variant split-bulk`, sm_90+): the
-trip's bytes as runs of contiguous shared bytes (footprint.py), each copied by one
+trip's bytes as runs of contiguous shared bytes with contiguous global sources (footprint.py), each copied by one
 
     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [ring+slot+start], [src], size, [full+8*slot];
 
+and the bytes no run holds ("loose": sgemm's transposed A tile) by cp.async, as split-async copies them.
+
 What the PTX cannot tell (each run's global source contiguous and 16-byte aligned, every word of it on the load
 path rather than zero-filled, on this trip and for these parameters) the producer warp checks at run time first:
-it replays every consumer thread's staging (a check pass, issuing nothing), and for each word w of run r takes
-b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; min and max of b over the run's words
-(shared atomics, then one lane per run) are equal and 16-byte aligned iff the run's words are exactly the bytes
-[b, b + size) in order. The warp votes; if every run holds and no word is zero-filled, lane 0 announces the trip's
-bytes (`mbarrier.arrive.expect_tx`, its arrival), the lanes fence the async proxy and issue one bulk copy per run
-and the other 31 lanes arrive; full[slot] completes when all 32 arrived and every byte landed. Else the trip is
-staged as split-async stages it (cp.async of every word, `cp.async.mbarrier.arrive.noinc` by each lane): the same
-32 arrivals, no transaction bytes. Both passes run the staging part's own arithmetic, so a
-staging part that reads a register it also updates (a pointer stepped in the staging part rather than the tail) is
-refused (`replay_refusal`): run twice on a fallback trip, it would step twice.
+it replays every consumer thread's staging (the check pass, issuing the loose words' cp.asyncs only), and for each
+word w of run r takes b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; the least and the
+greatest b over the run's words (shared reductions, then one lane per run) are equal and 16-byte aligned iff the
+run's words are exactly the bytes [b, b + size) in order. The warp votes. If every run holds and no run word is
+zero-filled, lane 0 adds the runs' bytes to full[slot]'s tx-count (`mbarrier.expect_tx`), the lanes fence the
+async proxy (generic writes to the slot, of an earlier fallback trip, before the bulk writes) and issue one bulk
+copy per run; else the staging pass copies the run words with cp.async (the fallback: the split-async trip). Either
+way each of the 32 lanes then arrives with `cp.async.mbarrier.arrive.noinc` (when its cp.asyncs have landed): the
+full barrier's count stays 32, and a phase completes when all arrived and every expected byte landed. Both passes
+run the staging part's own arithmetic, so a staging part that reads a register it also updates (a pointer stepped
+in the staging part, not the tail) is refused (`replay_refusal`): on a fallback trip it would step twice.
 
 No bulk copy outlives the kernel unwaited: consumers wait on full[slot] on every trip the producers stage (the trip
-count is uniform), and a phase completes only when its transaction bytes have landed.
+count is uniform), and that phase completes only when its expected bytes have landed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
@@ -31,7 +35,7 @@ from ptxtool.isa.targets import BULK_COPY_ALIGN
 from ptxtool.passes.warp_roles.async_producers import ARRIVE as NOINC
 from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
 from ptxtool.passes.warp_roles.emit import FULL, RING, relocated, statements
-from ptxtool.passes.warp_roles.footprint import Footprint
+from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint
 from ptxtool.passes.warp_roles.producers import Staging
 from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import SassMark
@@ -86,7 +90,7 @@ def declarations(copies: tuple[AsyncCopy, ...], found: Footprint) -> str:
     runs = len(found.runs)
     return "\n".join(
         (
-            ".reg .pred %wr_ok, %wr_bulk, %wr_q, %wr_lead;",
+            ".reg .pred %wr_ok, %wr_bulk, %wr_q, %wr_lead, %wr_loose;",
             ".reg .b32 %wr_o, %wr_rb, %wr_ri, %wr_st, %wr_sz, %wr_r, %wr_x;",
             ".reg .b64 %wr_t, %wr_b, %wr_d;",
             f".shared .align 8 .b64 {LOW}[{runs}];",
@@ -103,8 +107,9 @@ def _lanes(label: str, runs: int, body: str) -> str:
     )
 
 
-def _const(name: str, index: str, into: str) -> str:
-    return f"mov.u64 %wr_t, {name};\nmad.wide.u32 %wr_t, {index}, 4, %wr_t;\nld.const.u32 {into}, [%wr_t];"
+def _const(name: str, index: str, into: str, guard: str = "") -> str:
+    """`into` = entry `index` of `.const` table `name` (under `guard`: an index out of the table is not read)."""
+    return f"mov.u64 %wr_t, {name};\nmad.wide.u32 %wr_t, {index}, 4, %wr_t;\n{guard}ld.const.u32 {into}, [%wr_t];"
 
 
 def _shared(name: str, index: str) -> str:
@@ -126,25 +131,46 @@ def bulk_staging(
     capture = copying(copies, registers, lambda i: relocated(i, wide))
     by_store = {c.store: c for c in copies}
 
+    def locate(store: ast.Instruction) -> str:
+        """%wr_o = the store's offset in the slot, %wr_ri = the run that holds it (%wr_loose: none, where some bytes
+        are loose)."""
+        address = store.operands[0]
+        assert isinstance(address, ast.Address)
+        base = address.base.text if isinstance(address.base, ast.Name) else RING
+        take = f"cvt.u32.u64 %wr_o, {base};" if wide(base) else f"mov.u32 %wr_o, {base};"
+        loose = f"\nsetp.eq.u32 %wr_loose, %wr_ri, {NO_RUN};" if found.loose else ""
+        return (
+            f"{take}\nadd.s32 %wr_o, %wr_o, {ast.displacement(address)};\nmov.u32 %wr_rb, {RING};\n"
+            f"sub.u32 %wr_o, %wr_o, %wr_rb;\nshr.u32 %wr_st, %wr_o, 4;\n{_const(run, '%wr_st', '%wr_ri')}{loose}"
+        )
+
+    def copied(index: int, i: ast.Instruction, loose: bool) -> tuple[ast.Statement, ...]:
+        """The store's cp.async, for the loose words only (`loose`) or for the run words only."""
+        *moved, cp = capture(index, i)
+        assert isinstance(cp, ast.Instruction)
+        if found.loose:
+            cp = replace(cp, guard=ast.Guard(ast.Name("%wr_loose"), negated=not loose))
+        return (*moved, cp)
+
     def check(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
         copy = by_store.get(index)
         if copy is None:
             return capture(index, i)  # loads take their address, zeros and selps set the flag
-        address = i.operands[0]
-        assert isinstance(address, ast.Address)
-        base = address.base.text if isinstance(address.base, ast.Name) else RING
-        take = f"cvt.u32.u64 %wr_o, {base};" if wide(base) else f"mov.u32 %wr_o, {base};"
-        shift = ast.displacement(address)
+        ours = "@!%wr_loose " if found.loose else ""
         code = (
-            f"{take}\nadd.s32 %wr_o, %wr_o, {shift};\nmov.u32 %wr_rb, {RING};\nsub.u32 %wr_o, %wr_o, %wr_rb;\n"
-            f"shr.u32 %wr_st, %wr_o, 4;\n{_const(run, '%wr_st', '%wr_ri')}\n{_const(start, '%wr_ri', '%wr_st')}\n"
+            f"{locate(i)}\n{_const(start, '%wr_ri', '%wr_st', ours)}\n"
             f"sub.u32 %wr_st, %wr_o, %wr_st;\ncvt.u64.u32 %wr_d, %wr_st;\nsub.u64 %wr_b, {copy.source}, %wr_d;\n"
-            f"{_shared(LOW, '%wr_ri')}\nred.shared.min.u64 [%wr_x], %wr_b;\n"
-            f"{_shared(HIGH, '%wr_ri')}\nred.shared.max.u64 [%wr_x], %wr_b;"
+            f"{_shared(LOW, '%wr_ri')}\n{ours}red.shared.min.u64 [%wr_x], %wr_b;\n"
+            f"{_shared(HIGH, '%wr_ri')}\n{ours}red.shared.max.u64 [%wr_x], %wr_b;"
         )
         if copy.zero_fill:
-            code += f"\nand.pred %wr_ok, %wr_ok, {copy.flag};"
-        return statements(code)
+            code += f"\n{ours}and.pred %wr_ok, %wr_ok, {copy.flag};"
+        return (*statements(code), *(copied(index, i, True) if found.loose else ()))
+
+    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        if index not in by_store or not found.loose:
+            return capture(index, i)
+        return (*statements(locate(i)), *copied(index, i, False))
 
     reset = _lanes(
         "$__wr_reset",
@@ -171,8 +197,7 @@ def bulk_staging(
     decide = (
         f"bar.warp.sync -1;\n{verify}\nvote.sync.all.pred %wr_bulk, %wr_ok, -1;\n@!%wr_bulk bra $__wr_fallback;\n"
         f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\nsetp.eq.u32 %wr_lead, %wr_vtid, 0;\n"
-        f"@%wr_lead mbarrier.arrive.expect_tx.{space}.b64 %wr_state, [%wr_bar], {found.total};\nbar.warp.sync -1;\n"
-        f"fence.proxy.async.shared::cta;\n{issue}\n@!%wr_lead mbarrier.arrive.{space}.b64 %wr_state, [%wr_bar];\n"
-        "bra $__wr_staged;\n$__wr_fallback:"
+        f"@%wr_lead mbarrier.expect_tx.relaxed.cta.{space}.b64 [%wr_bar], {found.total};\nbar.warp.sync -1;\n"
+        f"fence.proxy.async.shared::cta;\n{issue}\nbra $__wr_staged;\n$__wr_fallback:"
     )
-    return Staging(capture, f"{NOINC}\n$__wr_staged:", "cp.async.wait_all;", check=check, before=before, decide=decide)
+    return Staging(edit, f"$__wr_staged:\n{NOINC}", "cp.async.wait_all;", check=check, before=before, decide=decide)

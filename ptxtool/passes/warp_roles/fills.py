@@ -131,6 +131,7 @@ class FillTrace:
             if i.opcode == "bra":
                 pc = self.cfg.linear.labels[op.targets[0]] if taken else pc + 1
                 continue
+            self.observe(tid, pc, state, taken)
             if pc in self.stores:
                 self.store(tid, pc, taken, state, out, forks)
             elif taken is None:
@@ -138,6 +139,10 @@ class FillTrace:
             elif taken:
                 self.evaluate(tid, pc, state)
             pc += 1
+
+    def observe(self, tid: int, at: int, state: _State, taken: bool | None) -> None:
+        """Op `at` reached in thread `tid` (`taken`: its guard's value, None unknown), before it runs: a hook for
+        analyses that follow more than the known values (sources.py)."""
 
     def fork(self, tid: int, at: int, state: _State, forks: tuple[int, ...]) -> int:
         """A branch on an unknown predicate: both ways run to their join, the registers they agree on kept."""

@@ -1,12 +1,15 @@
 """The bytes one trip stages, as runs a `cp.async.bulk` can copy: every thread's staging writes of a trip (fills.py
 runs the staging part for each thread of the block), laid out in a ring slot and grouped into runs of contiguous
-shared bytes, each 16-byte aligned and a multiple of 16 bytes long (the ISA's rule for bulk copies).
+shared bytes whose global sources are contiguous in the same order (sources.py's polynomials: the difference of two
+words' sources is the difference of their offsets for every value of the parameters, %ctaid and the trip), each run
+16-byte aligned and a multiple of 16 bytes long (the ISA's rule for bulk copies). The words no such run holds stay
+`loose`: the producers copy them with cp.async as split-async does.
 
-What is proven here is the shared side alone: every thread writes the same bytes on every trip (fills.py), no two
-writes of a trip share a byte (a bulk copy writes each byte once), and the runs tile those bytes exactly. That each
-run's global source is contiguous, 16-byte aligned and read on the load path (not zero-filled) is not known from the
-PTX (parameters, %ctaid, loop-carried pointers, 32-bit indices that may wrap): the producers check it at run time on
-every trip and fall back to cp.async for a trip where it does not hold (bulk_producers.py).
+Proven here, on the shared side: every thread writes the same bytes on every trip (fills.py) and no two writes of a
+trip share a byte (a bulk copy writes each byte once). What the PTX cannot tell (each run's sources contiguous for
+these parameters, with 32-bit indices that may wrap, loop-carried pointers and zero-filled words; 16-byte aligned)
+the producers check at run time on every trip, falling back to cp.async for a trip where it does not hold
+(bulk_producers.py); so the polynomials only decide where runs are worth trying.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from dataclasses import dataclass
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa.targets import BULK_COPY_ALIGN, MBARRIER_TX_COUNT_MAX
-from ptxtool.passes.warp_roles.copies import staging_trace
+from ptxtool.passes.warp_roles.copies import AsyncCopy, staging_trace
 from ptxtool.passes.warp_roles.emit import ring_layout
 from ptxtool.passes.warp_roles.fills import Refused
+from ptxtool.passes.warp_roles.sources import Poly, SourceTrace, offset_of
 
 NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (never looked up: no staging write lands there)
 
@@ -34,10 +38,12 @@ class Run:
 
 @dataclass(frozen=True)
 class Footprint:
-    """A trip's staged bytes as runs, in slot order, and which run each 16-byte granule of the slot belongs to."""
+    """A trip's staged bytes as runs, in slot order, which run each 16-byte granule of the slot belongs to (NO_RUN:
+    none), and the bytes of the trip no run holds (copied with cp.async)."""
 
     runs: tuple[Run, ...]
     granules: tuple[int, ...]
+    loose: int = 0
 
     @property
     def total(self) -> int:
@@ -45,43 +51,57 @@ class Footprint:
         return sum(r.size for r in self.runs)
 
 
-def footprint(cfg: CFG, found: StagedLoop) -> Footprint | tuple[int, str]:
-    """The runs of one trip's staging writes over all threads, or (line, why they are not bulk-copyable)."""
+def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Footprint | tuple[int, str]:
+    """The runs of one trip's staging writes over all threads, or (line, why none is bulk-copyable)."""
     offsets, slot = ring_layout(found)
     trace, threads = staging_trace(cfg, found)
-    words: list[tuple[int, int, str, int, int]] = []  # slot offset, size, buffer, thread, store op
+    sourcing = SourceTrace(cfg, found, trace, {c.store: c.load for c in copies})
+    words: list[tuple[int, int, str, int, int, Poly | None]] = []  # slot offset, size, buffer, thread, store, source
     for tid in range(threads):
         try:
-            writes = trace.writes(tid)
+            written = sourcing.sources(tid)
         except Refused as refused:
             return refused.line, refused.why
-        words += [(offsets[w.buffer] + w.offset, w.size, w.buffer, tid, w.store) for w in writes]
+        words += [
+            (offsets[x.write.buffer] + x.write.offset, x.write.size, x.write.buffer, tid, x.write.store, x.source)
+            for x in written
+        ]
     if not words:
         return cfg.linear.ops[found.stores[0]].line, "the staging stores write no bytes on a trip"
-    words.sort()
+    words.sort(key=lambda w: (w[0], w[3]))
     line = cfg.linear.ops
-    for (a, n, buffer, t, at), (b, _, _, u, bt) in zip(words, words[1:], strict=False):
+    for (a, n, buffer, t, at, _), (b, _, _, u, bt, _) in zip(words, words[1:], strict=False):
         if b < a + n:
             return line[bt].line, (
                 f"the staging stores at lines {line[at].line} (thread {t}) and {line[bt].line} (thread {u}) write the "
                 f"same bytes of {buffer} in one trip: a bulk copy writes each byte once"
             )
-    segments: list[list] = []  # [buffer, start, end]
-    for offset, size, buffer, _, _ in words:
-        if segments and segments[-1][0] == buffer and segments[-1][2] == offset:
-            segments[-1][2] += size
+    pieces: list[list] = []  # [buffer, start, end, source of the start]
+    for offset, size, buffer, _, _, source in words:
+        last = pieces[-1] if pieces else None
+        if (
+            last is not None
+            and last[0] == buffer
+            and last[2] == offset
+            and source is not None
+            and last[3] is not None
+            and offset_of(source, last[3]) == offset - last[1]
+        ):
+            last[2] += size
         else:
-            segments.append([buffer, offset, offset + size])
-    runs: list[Run] = []
-    for buffer, start, end in segments:
-        if start % BULK_COPY_ALIGN or end % BULK_COPY_ALIGN:
-            at = next(w[4] for w in words if w[0] >= start)
-            return line[at].line, (
-                f"the staged bytes {start - offsets[buffer]}..{end - offsets[buffer] - 1} of {buffer} do not start "
-                f"and end on {BULK_COPY_ALIGN}-byte boundaries of the ring slot: cp.async.bulk copies aligned "
-                f"multiples of {BULK_COPY_ALIGN} bytes"
-            )
-        runs.append(Run(buffer, start, end - start))
+            pieces.append([buffer, offset, offset + size, source])
+    runs = [
+        Run(buffer, start, end - start)
+        for buffer, start, end, _ in pieces
+        if start % BULK_COPY_ALIGN == 0 and end % BULK_COPY_ALIGN == 0
+    ]
+    loose = sum(size for _, size, *_ in words) - sum(r.size for r in runs)
+    if not runs:
+        return line[words[0][4]].line, (
+            f"no run of the trip's staged bytes is contiguous in global memory in the same order, "
+            f"{BULK_COPY_ALIGN}-byte aligned and a multiple of {BULK_COPY_ALIGN} bytes in the ring slot: nothing for "
+            "cp.async.bulk to copy"
+        )
     total = sum(r.size for r in runs)
     if total > MBARRIER_TX_COUNT_MAX:
         return line[words[0][4]].line, (
@@ -91,4 +111,4 @@ def footprint(cfg: CFG, found: StagedLoop) -> Footprint | tuple[int, str]:
     for r, run in enumerate(runs):
         for g in range(run.start // BULK_COPY_ALIGN, (run.start + run.size) // BULK_COPY_ALIGN):
             granules[g] = r
-    return Footprint(tuple(runs), tuple(granules))
+    return Footprint(tuple(runs), tuple(granules), loose)
