@@ -120,7 +120,7 @@ def test_copying_producers_bit_identical(name: str, copying: tuple[Path, dict]) 
             assert differ == dict.fromkeys(functions, 0), (case.label, differ)
 
 
-BULK_ACCEPTED = ("attention", "attention_unrolled", "sgemm", "stencil")  # tests/test_pass_warp_roles_bulk.py says why
+BULK_ACCEPTED = ("attention", "attention_unrolled", "sgemm", "sgemm_unrolled", "stencil")
 
 
 @pytest.fixture(scope="module")

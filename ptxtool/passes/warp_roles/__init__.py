@@ -273,6 +273,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         if isinstance(found, StagedLoop) and bulk:
             cfg = build_cfg(item)
             laid = bulk_producers.replay_refusal(cfg, found) or footprint(cfg, found, copies)
+            if isinstance(laid, Footprint) and (why := bulk_producers.unfitting(module, found, laid, settings.stages)):
+                laid = (item.line, why)
             if isinstance(laid, tuple):
                 line, why = laid
                 found = Refusal(item.name, line, f"bulk producers: {why}")

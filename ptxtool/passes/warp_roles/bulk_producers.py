@@ -31,10 +31,10 @@ from dataclasses import replace
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
-from ptxtool.isa.targets import BULK_COPY_ALIGN
+from ptxtool.isa.targets import BULK_COPY_ALIGN, STATIC_SHARED_PER_BLOCK, Target, shared_limit
 from ptxtool.passes.warp_roles.async_producers import ARRIVE as NOINC
 from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
-from ptxtool.passes.warp_roles.emit import FULL, RING, relocated, statements
+from ptxtool.passes.warp_roles.emit import FULL, RING, relocated, ring_layout, statements
 from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint
 from ptxtool.passes.warp_roles.producers import Staging
 from ptxtool.syntax import ast
@@ -62,6 +62,17 @@ def replay_refusal(cfg: CFG, found: StagedLoop) -> tuple[int, str] | None:
                     f"the staging part reads {names[key]} at line {op.line} as the trip found it and sets it at line "
                     f"{cfg.linear.ops[mine[0]].line}: the check pass and the fallback would step it twice"
                 )
+    return None
+
+
+def unfitting(module: ast.Module, found: StagedLoop, runs: Footprint, stages: int) -> str | None:
+    """Why the ring, its mbarriers and the runs' bounds (16 bytes a run) overflow static shared memory, or None."""
+    arch = next((t for t in map(Target.parse, module.targets) if t), None)
+    limit = min((shared_limit(arch) if arch else None) or STATIC_SHARED_PER_BLOCK, STATIC_SHARED_PER_BLOCK)
+    _, slot = ring_layout(found)
+    need = stages * slot + 16 * stages + 16 * len(runs.runs)
+    if need > limit:
+        return f"shared memory does not fit {stages} stages and {len(runs.runs)} runs' bounds: {need} bytes > {limit}"
     return None
 
 

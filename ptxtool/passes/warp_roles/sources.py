@@ -137,6 +137,9 @@ class SourceTrace(FillTrace):
         key = self.key(at, text)
         if key is None:
             return None
+        known = self.live_in(at, operand)  # a function of %tid.x and constants alone: its value in this thread
+        if known is not None and known[0] is None:
+            return constant(known[1][self.tid])
         defs = self.du.defs_of.get((at, key), ())
         before = [d for d in defs if d == ENTRY or d not in self.loop]
         if len(before) != 1 or before[0] == ENTRY:
