@@ -319,7 +319,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     *(
                         [
                             f"producers copy with cp.async.bulk: {len(runs.runs)} runs of "
-                            f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.arrive.expect_tx); "
+                            f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.expect_tx)"
+                            f"{f', {runs.loose} with cp.async' if runs.loose else ''}; "
                             "a trip whose runs are not contiguous and 16-byte aligned in global memory, or that "
                             "zero-fills a word, is staged with cp.async instead (checked on every trip)"
                         ]

@@ -2,7 +2,7 @@
 runs the staging part for each thread of the block), laid out in a ring slot and grouped into runs of contiguous
 shared bytes whose global sources are contiguous in the same order (sources.py's polynomials: the difference of two
 words' sources is the difference of their offsets for every value of the parameters, %ctaid and the trip), each run
-16-byte aligned and a multiple of 16 bytes long (the ISA's rule for bulk copies). The words no such run holds stay
+trimmed to 16-byte boundaries of the slot (the ISA's rule for bulk copies). The words no such run holds stay
 `loose`: the producers copy them with cp.async as split-async does.
 
 Proven here, on the shared side: every thread writes the same bytes on every trip (fills.py) and no two writes of a
@@ -91,10 +91,10 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
         else:
             pieces.append([buffer, offset, offset + size, source])
     runs = [
-        Run(buffer, start, end - start)
+        Run(buffer, low, high - low)
         for buffer, start, end, _ in pieces
-        if start % BULK_COPY_ALIGN == 0 and end % BULK_COPY_ALIGN == 0
-    ]
+        if (high := end // BULK_COPY_ALIGN * BULK_COPY_ALIGN) > (low := -(-start // BULK_COPY_ALIGN) * BULK_COPY_ALIGN)
+    ]  # trimmed to 16-byte boundaries (words are aligned to their size, at most 16: none straddles one)
     loose = sum(size for _, size, *_ in words) - sum(r.size for r in runs)
     if not runs:
         return line[words[0][4]].line, (

@@ -1,0 +1,250 @@
+"""The split with one producer warp issuing cp.async.bulk (`--variant split-bulk`): the trip's staged bytes as runs
+(footprint.py; global contiguity guessed by sources.py's polynomials), each trip checked at run time (every run's
+words imply one 16-byte-aligned base, no run word zero-filled) before its bulk copies, with the split-async staging
+as the fallback. Checked on the output: the producer trip's structure (reset, check pass, vote, expect_tx of the
+runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the `.const` run tables, the
+runs found on nvcc's benchmark kernels, ptxas's acceptance with UBLKCP in the SASS, and the outputs on the CPU
+simulator (tests/ptx_sim_bulk.py): the input's bits with the inputs aligned (bulk copies issued) and 4 bytes off
+(every trip falls back), with loose words and with zero-filled words; each refusal planted."""
+
+from __future__ import annotations
+
+import random
+import re
+import struct
+from pathlib import Path
+
+import pytest
+from test_pass_warp_roles import BENCHMARKS, STAGED
+from test_pass_warp_roles_pipeline import LOAD, ZERO_FILLS, _planted
+
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.staging import StagedLoop, find_staged_loop
+from ptxtool.passes.report import PassReport
+from ptxtool.passes.warp_roles import RoleSettings, sass_proof, warp_roles
+from ptxtool.passes.warp_roles.async_producers import producer_copies
+from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint, footprint
+from ptxtool.syntax import format_module, parse
+from ptxtool.toolchain.compile import compile_ptx
+
+MIXED = (Path(__file__).parent / "data" / "warp_roles" / "mixed.ptx").read_text()
+BULK = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz, [%wr_bar];"
+NOINC = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%wr_bar];"
+
+
+def _split(text: str, **settings) -> tuple[str | None, PassReport]:
+    out, report = warp_roles(parse(text), RoleSettings(variant="split-bulk", **settings))
+    return (format_module(out) if report.rewrites else None), report
+
+
+def _table(out: str, name: str) -> list[int]:
+    """The values of the output's `.const` table `name`."""
+    from ptxtool.syntax import ast
+
+    declared = [d for d in parse(out).items if isinstance(d, ast.Declaration) and d.has(".const")]
+    (x,) = [x for d in declared for x in d.declarators if x.name == name]
+    return [int(ast.literal_value(i.text)) for i in x.init.items]
+
+
+def _trip(out: str) -> str:
+    """The producers' loop."""
+    producers = out.partition("$__wr_producer:")[2]
+    return producers[producers.index("$__wr_pL__loop:") : producers.index("$__wr_pL__done:")]
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_structure(stages: int) -> None:
+    """One producer warp (the block grows by 32, full counts its 32 lanes); per trip: the empty wait, the runs'
+    bounds reset, the check pass (no copy of a run word), the vote, then either lane 0's expect_tx of exactly the
+    runs' bytes, the async-proxy fence and one bulk copy per run, or the fallback's cp.asyncs; then one noinc
+    arrival per lane for both; the run tables give every granule of the slot its run."""
+    out, report = _split(STAGED, stages=stages)
+    assert out is not None, report.skipped
+    assert ".reqntid 160, 1, 1" in out
+    for s in range(stages):
+        assert f"mbarrier.init.shared::cta.b64 [__wr_full+{8 * s}], 32;" in out
+        assert f"mbarrier.init.shared::cta.b64 [__wr_empty+{8 * s}], 128;" in out
+    assert _table(out, "__wr_staged_run") == [0] * 32  # the 32 granules of the 512-byte slot: run 0
+    assert _table(out, "__wr_staged_start") == [0] and _table(out, "__wr_staged_size") == [512]
+    trip = _trip(out)
+    order = [
+        "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
+        "$__wr_reset:",
+        "red.shared.min.u64 [%wr_x], %wr_b;",
+        "$__wr_cstaging4:",
+        "$__wr_verify:",
+        "vote.sync.all.pred %wr_bulk, %wr_ok, -1;",
+        "@!%wr_bulk bra $__wr_fallback;",
+        "@%wr_lead mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%wr_bar], 512;",
+        "fence.proxy.async.shared::cta;",
+        BULK,
+        "bra $__wr_staged;",
+        "$__wr_fallback:",
+        "cp.async.ca.shared.global",
+        "$__wr_staged:",
+        NOINC,
+    ]
+    places = [trip.index(x) for x in order]
+    assert places == sorted(places), list(zip(order, places, strict=True))
+    assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
+    check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
+    assert "cp.async" not in check and check.count("red.shared.max.u64") == 4  # one word per share, 4 shares
+    assert "ld.global" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
+    assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
+    assert "1 runs of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
+
+
+def test_loose_words() -> None:
+    """`col` holds its floats in the reverse of their global order: no run; its words are copied with cp.async on
+    both paths (in the check pass, and never again in the fallback), `tile` is the one run; expect_tx counts the
+    run's bytes only."""
+    out, report = _split(MIXED)
+    assert out is not None, report.skipped
+    assert _table(out, "__wr_mixed_run") == [0] * 32 + [NO_RUN] * 32
+    trip = _trip(out)
+    assert "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%wr_bar], 512;" in trip
+    check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
+    fallback = trip[trip.index("$__wr_fallback:") : trip.index("$__wr_staged:")]
+    assert len(re.findall(r"@%wr_loose cp\.async\.ca", check)) == 8  # both stores, 4 shares: only loose words
+    assert len(re.findall(r"@!%wr_loose cp\.async\.ca", fallback)) == 8  # the run words only
+    assert any("512 bytes per trip (mbarrier.expect_tx), 512 with cp.async" in r for r in report.rewrites[0].reasons)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("text", [STAGED, MIXED], ids=["staged", "mixed"])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_ptxas_and_sass(text: str, stages: int) -> None:
+    """ptxas takes the output without spills and its SASS holds the bulk copy (UBLKCP), the expect_tx
+    (SYNCS.ARRIVE.TRANS64.RED), the fallback's LDGSTS with their ARRIVES.LDGSTSBAR and the ring's SYNCS."""
+    from ptxtool.toolchain.sass import disassemble, missing
+
+    out, report = _split(text, stages=stages)
+    assert out is not None, report.skipped
+    kernel = parse(out).kernels[0]
+    compiled = compile_ptx(out, "bulk.ptx", "sm_90")
+    assert compiled.functions[kernel.name].spill_bytes == 0
+    proof = sass_proof(kernel, "sm_90")
+    assert {"UBLKCP", "LDGSTS", "ARRIVES.LDGSTSBAR", "SYNCS.PHASECHK"} <= {m.name for m in proof}, proof
+    sass = disassemble(compiled.cubin)[kernel.name]
+    assert not missing(proof, sass)
+    opcodes = [i.opcode for i in sass]
+    assert any(o.startswith("UBLKCP.S.G") for o in opcodes) and any("SYNCS.ARRIVE.TRANS64.RED" in o for o in opcodes)
+
+
+def _simulated(text: str, trips: int, shift: int, seed: int = 0, blocks: int = 2) -> tuple[bytes, int]:
+    """(the output buffer, bulk copies issued) after a simulated launch (tests/ptx_sim_bulk.py) over `trips` tiles
+    of random floats placed `shift` bytes past address 0."""
+    from ptx_sim_bulk import run_grid
+    from ptx_sim_roles import block_threads
+
+    rng = random.Random(1)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128))
+    memory = bytearray(shift) + bytearray(data) + bytearray(blocks * 128 * 4)
+    issued = run_grid(text, block_threads(text), blocks, [shift, shift + len(data), trips], memory, seed)
+    return bytes(memory[shift + len(data) :]), issued
+
+
+@pytest.mark.parametrize("name", ["staged", "mixed", "zero_filled"])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_outputs_match_on_a_simulated_cta(name: str, stages: int) -> None:
+    """The input's bits for 0, 1 and 5 trips: with the tiles 16-byte aligned (trips copied in bulk), 4 bytes off
+    (no run's source aligned: every trip falls back to cp.async, no bulk copy is issued), and with words the input
+    zero-fills (threads 100..127 here: every trip falls back)."""
+    old, new = ZERO_FILLS["branch"]
+    source = {"staged": STAGED, "mixed": MIXED, "zero_filled": _planted((old, new.replace("1000", "100")))}[name]
+    out, report = _split(source, stages=stages)
+    assert out is not None, report.skipped
+    for trips in (0, 1, 5):
+        for shift in (0, 4):
+            got, issued = _simulated(out, trips, shift, seed=stages)
+            assert got == _simulated(source, trips, shift)[0], (trips, shift)
+            bulk = trips and shift == 0 and name != "zero_filled"
+            assert (issued == 2 * trips) if bulk else issued == 0, (trips, shift, issued)
+
+
+def test_the_check_is_what_keeps_misaligned_copies_out() -> None:
+    """Without the vote's branch to the fallback, a trip whose sources are 4 bytes off issues misaligned bulk
+    copies (the simulator refuses them, as the ISA does): the run-time check is what the safety rests on."""
+    out, _ = _split(STAGED)
+    assert out is not None
+    broken = out.replace("@!%wr_bulk bra $__wr_fallback;", "", 1)
+    assert broken != out
+    assert _simulated(broken, 2, 0)[0] == _simulated(STAGED, 2, 0)[0]
+    with pytest.raises(AssertionError, match="misaligned bulk copy"):
+        _simulated(broken, 2, 4)
+
+
+STEPPED = ("\tbar.sync \t0;\n\tld.shared", "\tadd.s64 \t%rd5, %rd5, 512;\n\tbar.sync \t0;\n\tld.shared")
+BULK_REFUSALS = {
+    # two threads write one word (thread 2k and 2k + 1): a bulk copy writes each byte once
+    "same_bytes": (
+        (("\tshl.b32 \t%r7, %r2, 2;", "\tand.b32 \t%r13, %r2, -2;\n\tshl.b32 \t%r7, %r13, 2;"),),
+        "write the same bytes of tile in one trip: a bulk copy writes each byte once",
+    ),
+    # thread t reads a[base + 127 - t]: contiguous, but in the reverse order of the shared words
+    "reversed": (
+        (("\tadd.s32 \t%r5, %r4, %r2;", "\tsub.s32 \t%r5, %r4, %r2;\n\tadd.s32 \t%r5, %r5, 127;"),),
+        "no run of the trip's staged bytes is contiguous in global memory in the same order",
+    ),
+    # the pointer steps in the staging part: the check pass and the fallback would both step it
+    "stepped_in_staging": (
+        (STEPPED, ("\tadd.s64 \t%rd5, %rd5, 512;\n\tadd.s32 \t%r12", "\tadd.s32 \t%r12")),
+        "the check pass and the fallback would step it twice",
+    ),
+    # a computed value, not a copy: the producers' cp.async conversion refuses it
+    "computed": (
+        ((LOAD, LOAD + "\tadd.f32 \t%f2, %f2, 0f3F800000;\n"),),
+        "cp.async producers: ",
+    ),
+    # below sm_90: no cp.async.bulk (the ISA tables; emit.Forms)
+    "sm_80": ((("\n.target sm_90\n", "\n.target sm_80\n"),), "is not available on .target sm_80"),
+    # PTX ISA 7.8: no cp.async.bulk, no mbarrier.expect_tx
+    "ptx_7_8": ((("\n.version 8.0\n", "\n.version 7.8\n"),), "requires PTX ISA 8.0 or later (.version is 7.8)"),
+}
+
+
+@pytest.mark.parametrize("cause", sorted(BULK_REFUSALS))
+def test_refusals(cause: str) -> None:
+    edits, reason = BULK_REFUSALS[cause]
+    out, report = _split(_planted(*edits))
+    assert out is None
+    assert [s.kernel for s in report.skipped] == ["staged"]
+    assert reason in report.skipped[0].reason, report.skipped[0].reason
+
+
+@pytest.mark.parametrize("producers", [2, 4])
+def test_one_producer_warp_only(producers: int) -> None:
+    out, report = _split(STAGED, producer_warps=producers)
+    assert out is None
+    assert report.skipped[0].reason == f"split-bulk has one producer warp (P = 1), not {producers}"
+
+
+@pytest.mark.parametrize(
+    ("source", "runs", "loose"),
+    [
+        ("sgemm.cu", [256] * 16, 4096),  # Bs: 16 rows of 64 floats, N floats apart in B; As is A transposed
+        ("sgemm_unrolled.cu", [256] * 16, 4096),
+        ("stencil.cu", [4128], 0),  # the tile and its halos: 1032 consecutive floats of x
+        ("attention.cu", [8192, 8192], 0),  # K and V tiles: 64 keys x 32 floats each
+        ("attention_unrolled.cu", [8192, 8192], 0),
+    ],
+)
+def test_runs_of_nvccs_benchmark_kernels(source: str, runs: list[int], loose: int) -> None:
+    """The runs footprint.py finds in nvcc's benchmark kernels (sizes in bytes, in slot order) and the bytes left to
+    cp.async."""
+    from ptxtool.errors import EnvironmentProblem
+    from ptxtool.toolchain.compile import cuda_to_ptx
+
+    try:
+        text = cuda_to_ptx(str(BENCHMARKS / source), "sm_90")
+    except EnvironmentProblem as problem:
+        pytest.skip(f"no nvcc: {problem}")
+    module = parse(text)
+    kernel = module.kernels[0]
+    found = find_staged_loop(module, kernel, stages=2, extra_threads=32)
+    assert isinstance(found, StagedLoop), found
+    cfg = build_cfg(kernel)
+    laid = footprint(cfg, found, producer_copies(cfg, found))
+    assert isinstance(laid, Footprint), laid
+    assert [r.size for r in laid.runs] == runs and laid.loose == loose
+    assert all(r.start % 16 == 0 for r in laid.runs)
