@@ -248,3 +248,44 @@ def test_runs_of_nvccs_benchmark_kernels(source: str, runs: list[int], loose: in
     assert isinstance(laid, Footprint), laid
     assert [r.size for r in laid.runs] == runs and laid.loose == loose
     assert all(r.start % 16 == 0 for r in laid.runs)
+
+
+def test_fuzzed_kernels_are_refused_or_split_with_bulk_copies_ptxas_accepts() -> None:
+    """Fixed-seed mutants of the planted kernel: each refused with a reason or split into what ptxas accepts (within
+    the time bound of fuzz_split)."""
+    from test_pass_warp_roles import fuzz_split
+
+    def split(text: str) -> tuple[str, PassReport]:
+        module, report = warp_roles(parse(text), RoleSettings(variant="split-bulk"))
+        return format_module(module), report
+
+    outcomes = fuzz_split(3, split)
+    assert outcomes["split"] and outcomes["refused"], outcomes
+
+
+def test_fuzzed_splits_keep_their_inputs_bits_on_the_simulator() -> None:
+    """Of the same kind of mutants, each one split gives the mutant's own bits on the CPU simulator, aligned (bulk
+    copies where the check holds) and 4 bytes off (the fallback); a mutant the simulator cannot run is skipped."""
+    rng = random.Random(4)
+    lines = STAGED.splitlines()
+    body = [n for n, line in enumerate(lines) if line.startswith("\t") and line.rstrip().endswith(";") and "." in line]
+    checked = 0
+    for _ in range(12):
+        mutant = list(lines)
+        n = rng.choice(body)
+        if rng.random() < 0.5:
+            mutant.insert(rng.choice(body), mutant.pop(n))  # moved
+        else:
+            mutant.insert(n, mutant[n])  # doubled
+        text = "\n".join(mutant) + "\n"
+        out, _ = _split(text)
+        if out is None:
+            continue
+        for shift in (0, 4):
+            try:
+                expected = _simulated(text, 2, shift)[0]
+            except (AssertionError, KeyError, IndexError, ValueError, ZeroDivisionError):
+                break  # not a kernel the simulator runs (a load out of bounds, ...)
+            assert _simulated(out, 2, shift)[0] == expected, (n, shift)
+            checked += 1
+    assert checked >= 4, f"only {checked} mutant launches were split and simulated"
