@@ -116,11 +116,11 @@ class BulkCta(RolesCta):
             return None
         if i.opcode == "red":
             t.pc += 1
-            where = self.address(t, ops[0], params)
-            old = int.from_bytes(self.shared[where : where + 8], "little")
-            new = int(self.value(t, ops[1], 64, params))
+            where, size = self.address(t, ops[0], params), int(i.modifiers[-1][1:]) // 8
+            old = int.from_bytes(self.shared[where : where + size], "little")
+            new = int(self.value(t, ops[1], 8 * size, params))
             pick = min if "min" in i.modifiers else max
-            self.shared[where : where + 8] = pick(old, new).to_bytes(8, "little")
+            self.shared[where : where + size] = pick(old, new).to_bytes(size, "little")
             return None
         if i.opcode == "ld" and "const" in i.modifiers:
             t.pc += 1

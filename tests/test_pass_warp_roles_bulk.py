@@ -70,7 +70,7 @@ def test_structure(stages: int) -> None:
     order = [
         "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
         "$__wr_reset:",
-        "red.shared.min.u64 [%wr_x], %wr_b;",
+        "red.shared.min.u32 [%wr_x+0], %wr_w0;",
         "$__wr_cstaging4:",
         "$__wr_verify:",
         "vote.sync.all.pred %wr_bulk, %wr_ok, -1;",
@@ -88,7 +88,7 @@ def test_structure(stages: int) -> None:
     assert places == sorted(places), list(zip(order, places, strict=True))
     assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
     check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
-    assert "cp.async" not in check and check.count("red.shared.max.u64") == 4  # one word per share, 4 shares
+    assert "cp.async" not in check and check.count("red.shared.max.u32") == 8  # one word per share, 4 shares
     assert "ld.global" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
     assert "1 runs of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
