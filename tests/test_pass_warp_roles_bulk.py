@@ -289,3 +289,30 @@ def test_fuzzed_splits_keep_their_inputs_bits_on_the_simulator() -> None:
             assert _simulated(out, 2, shift)[0] == expected, (n, shift)
             checked += 1
     assert checked >= 4, f"only {checked} mutant launches were split and simulated"
+
+
+BULK_FORMS = (
+    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r], [%s], 16, [bar];",
+    "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], 16;",
+    "fence.proxy.async.shared::cta;",
+)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize(("ptx", "target"), [("8.0", "sm_90"), ("7.8", "sm_90"), ("8.0", "sm_89"), ("8.0", "sm_80")])
+def test_isa_tables_agree_with_ptxas(ptx: str, target: str) -> None:
+    """What split-bulk adds to the split's forms: the ISA tables call each legal for the file exactly when the
+    wheel's ptxas assembles it, so emit.Forms' refusal is ptxas's."""
+    from test_pass_warp_roles_sm80 import _legal
+
+    from ptxtool.errors import InputError
+
+    for line in BULK_FORMS:
+        body = f".reg .b64 %s;\n.reg .b32 %r;\n.shared .align 8 .b64 bar;\nmov.u32 %r, 0;\nmov.u64 %s, 0;\n{line}"
+        text = f".version {ptx}\n.target {target}\n.address_size 64\n.visible .entry k() {{\n{body}\nret;\n}}\n"
+        try:
+            compile_ptx(text, "form.ptx", target)
+            accepted = True
+        except InputError:
+            accepted = False
+        assert _legal(line, ptx, target) == accepted, (line, ptx, target, accepted)
