@@ -191,6 +191,11 @@ BULK_REFUSALS = {
         (STEPPED, ("\tadd.s64 \t%rd5, %rd5, 512;\n\tadd.s32 \t%r12", "\tadd.s32 \t%r12")),
         "the check pass and the fallback would step it twice",
     ),
+    # the ring of 2 x 24560 bytes and its mbarriers fill 48 KB exactly: the run's 16 bytes of bounds do not fit
+    "bounds_overflow": (
+        (("tile[512]", "tile[24560]"),),
+        "shared memory does not fit 2 stages and 1 runs' bounds: 49168 bytes > 49152",
+    ),
     # a computed value, not a copy: the producers' cp.async conversion refuses it
     "computed": (
         ((LOAD, LOAD + "\tadd.f32 \t%f2, %f2, 0f3F800000;\n"),),
