@@ -91,7 +91,7 @@ def test_structure(stages: int) -> None:
     assert "cp.async" not in check and check.count("red.shared.max.u32") == 8  # one word per share, 4 shares
     assert "ld.global" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
-    assert "1 runs of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
+    assert "1 run of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
 
 
 def test_loose_words() -> None:
@@ -194,7 +194,7 @@ BULK_REFUSALS = {
     # the ring of 2 x 24560 bytes and its mbarriers fill 48 KB exactly: the run's 16 bytes of bounds do not fit
     "bounds_overflow": (
         (("tile[512]", "tile[24560]"),),
-        "shared memory does not fit 2 stages and 1 runs' bounds: 49168 bytes > 49152",
+        "shared memory does not fit 2 stages and the bounds of 1 runs: 49168 bytes > 49152",
     ),
     # a computed value, not a copy: the producers' cp.async conversion refuses it
     "computed": (

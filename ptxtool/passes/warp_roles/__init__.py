@@ -318,7 +318,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     ),
                     *(
                         [
-                            f"producers copy with cp.async.bulk: {len(runs.runs)} runs of "
+                            f"producers copy with cp.async.bulk: {len(runs.runs)} "
+                            f"run{'s' if len(runs.runs) > 1 else ''} of "
                             f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.expect_tx)"
                             f"{f', {runs.loose} with cp.async' if runs.loose else ''}; "
                             "a trip whose runs are not contiguous and 16-byte aligned in global memory, or that "

@@ -74,7 +74,8 @@ def unfitting(module: ast.Module, found: StagedLoop, runs: Footprint, stages: in
     _, slot = ring_layout(found)
     need = stages * slot + 16 * stages + 16 * len(runs.runs)
     if need > limit:
-        return f"shared memory does not fit {stages} stages and {len(runs.runs)} runs' bounds: {need} bytes > {limit}"
+        runs_bounds = f"the bounds of {len(runs.runs)} runs"
+        return f"shared memory does not fit {stages} stages and {runs_bounds}: {need} bytes > {limit}"
     return None
 
 
