@@ -131,14 +131,14 @@ def test_ptxas_and_sass(text: str, stages: int) -> None:
     assert any(o.startswith("UBLKCP.S.G") for o in opcodes) and any("SYNCS.ARRIVE.TRANS64.RED" in o for o in opcodes)
 
 
-def _simulated(text: str, trips: int, shift: int, seed: int = 0, blocks: int = 2) -> tuple[bytes, int]:
+def _simulated(text: str, trips: int, shift: int, seed: int = 0, blocks: int = 2, pad: int = 0) -> tuple[bytes, int]:
     """(the output buffer, bulk copies issued) after a simulated launch (tests/ptx_sim_bulk.py) over `trips` tiles
-    of random floats placed `shift` bytes past address 0."""
+    of random floats (and `pad` more) placed `shift` bytes past address 0."""
     from ptx_sim_bulk import run_grid
     from ptx_sim_roles import block_threads
 
     rng = random.Random(1)
-    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128))
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128 + pad))
     memory = bytearray(shift) + bytearray(data) + bytearray(blocks * 128 * 4)
     issued = run_grid(text, block_threads(text), blocks, [shift, shift + len(data), trips], memory, seed)
     return bytes(memory[shift + len(data) :]), issued
@@ -321,3 +321,34 @@ def test_isa_tables_agree_with_ptxas(ptx: str, target: str) -> None:
         except InputError:
             accepted = False
         assert _legal(line, ptx, target) == accepted, (line, ptx, target, accepted)
+
+
+# odd threads' pointers step one float more per trip than even threads': trip 0 reads 128 consecutive floats, trip 1
+# does not; sources.py's guess (a loop-carried register steps alike in every thread) finds one run
+UNEVEN = (
+    ("\t.reg .b32 \t%r<16>;", "\t.reg .b32 \t%r<24>;"),
+    ("\t.reg .b64 \t%rd<10>;", "\t.reg .b64 \t%rd<16>;"),
+    (
+        "\tmov.u32 \t%r6, tile;",
+        "\tand.b32 \t%r20, %r2, 1;\n\tmul.wide.u32 \t%rd11, %r20, 4;\n\tadd.s64 \t%rd12, %rd11, 512;\n"
+        "\tmov.u32 \t%r6, tile;",
+    ),
+    ("\tadd.s64 \t%rd5, %rd5, 512;", "\tadd.s64 \t%rd5, %rd5, %rd12;"),
+)
+
+
+def test_the_check_catches_sources_the_guess_calls_contiguous() -> None:
+    """The guess calls the uneven kernel's tile one run; at run time trip 0 is copied in bulk and trip 1 falls back
+    (its words are not contiguous in global memory): the input's bits. With the bounds' comparison taken out, trip 1
+    is copied in bulk from the wrong bytes and the bits differ."""
+    source = _planted(*UNEVEN)
+    out, report = _split(source)
+    assert out is not None, report.skipped
+    assert any("1 run of 512 bytes" in r for r in report.rewrites[0].reasons)
+    expected = _simulated(source, 2, 0, pad=4)[0]
+    got, issued = _simulated(out, 2, 0, pad=4)
+    assert got == expected and issued == 2  # trip 0 of each of the 2 blocks
+    broken = out.replace("setp.ne.u32 %wr_q, %wr_w0, %wr_w1;", "setp.ne.u32 %wr_q, %wr_w0, %wr_w0;", 1)
+    assert broken != out
+    got, issued = _simulated(broken, 2, 0, pad=4)
+    assert issued == 4 and got != expected
