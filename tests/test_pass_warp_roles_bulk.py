@@ -2,7 +2,7 @@
 (footprint.py; global contiguity guessed by sources.py's polynomials), each trip checked at run time (every run's
 words imply one 16-byte-aligned base, no run word zero-filled) before its bulk copies, with the split-async staging
 as the fallback. Checked on the output: the producer trip's structure (reset, check pass, vote, expect_tx of the
-runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the `.const` run tables, the
+runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the run tables, the
 runs found on nvcc's benchmark kernels, ptxas's acceptance with UBLKCP in the SASS, and the outputs on the CPU
 simulator (tests/ptx_sim_bulk.py): the input's bits with the inputs aligned (bulk copies issued) and 4 bytes off
 (every trip falls back), with loose words and with zero-filled words; each refusal planted."""
@@ -89,7 +89,7 @@ def test_structure(stages: int) -> None:
     assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
     check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
     assert "cp.async" not in check and check.count("red.shared.max.u32") == 8  # one word per share, 4 shares
-    assert "ld.global" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
+    assert "ld.global.nc.f32" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
     assert "1 run of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
 

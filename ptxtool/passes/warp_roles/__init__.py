@@ -292,7 +292,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         new_items[at] = split
         if runs is not None:
             header = f".version {module.version}\n.target {', '.join(module.targets)}\n.address_size 64\n"
-            tables = parse(header + bulk_producers.const_tables(item.name, runs)).items
+            tables = parse(header + bulk_producers.run_tables(item.name, runs)).items
             before[at] = [d for d in tables if isinstance(d, ast.Declaration)]
         _, stage_bytes = ring_layout(found)
         total = found.threads + 32 * producers
