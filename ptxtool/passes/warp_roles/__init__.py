@@ -344,6 +344,15 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     return replace(module, items=tuple(items)), report
 
 
+def own_declarations(module: ast.Module, kernel: str) -> tuple[ast.Statement, ...]:
+    """The module-scope declarations the pass wrote for `kernel` (split-bulk's run tables), which a caller that
+    splices the split kernel into another module must carry with it."""
+    names = set(bulk_producers.tables(kernel))
+    return tuple(
+        d for d in module.items if isinstance(d, ast.Declaration) and any(x.name in names for x in d.declarators)
+    )
+
+
 def _sizes(runs: Footprint) -> str:
     """The runs' sizes, grouped: `16 x 256 + 4096`."""
     counts: dict[int, int] = {}

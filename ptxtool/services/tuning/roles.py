@@ -43,12 +43,15 @@ def launch_block(before: ast.Function, after: ast.Function, spec_block: Dims) ->
     return block
 
 
-def split_kernel(context: Context, roles: Any, registers: dict[str, int]) -> ast.Function | str:
-    """The tuned kernel as the pass splits it with these settings, verified as `optimize` verifies the split
-    (ptxas, the SASS's mbarrier waits and arrivals), or why there is none. The pass runs on the parsed module
-    first, so a refusal costs no ptxas run."""
+def split_kernel(
+    context: Context, roles: Any, registers: dict[str, int]
+) -> tuple[ast.Function, tuple[ast.Statement, ...]] | str:
+    """The tuned kernel as the pass splits it with these settings, with the module-scope declarations the pass
+    wrote for it (split-bulk's run tables), verified as `optimize` verifies the split (ptxas, the SASS's mbarrier
+    waits and arrivals), or why there is none. The pass runs on the parsed module first, so a refusal costs no
+    ptxas run."""
     from ptxtool.passes import run_pipeline
-    from ptxtool.passes.warp_roles import NAME
+    from ptxtool.passes.warp_roles import NAME, own_declarations
     from ptxtool.services.optimize import Options, execute
     from ptxtool.syntax import parse
 
@@ -67,7 +70,8 @@ def split_kernel(context: Context, roles: Any, registers: dict[str, int]) -> ast
         return why or "; ".join(result.problems)
     if not any(r.kernel == kernel for r in report.rewrites):
         return "the pass left the kernel as it was"
-    return next(f for f in parse(result.text).kernels if f.name == kernel)
+    module = parse(result.text)
+    return next(f for f in module.kernels if f.name == kernel), own_declarations(module, kernel)
 
 
 def candidates(context: Context) -> Iterator[Candidate]:
@@ -90,16 +94,19 @@ def candidates(context: Context) -> Iterator[Candidate]:
         shown = (variant, str(DEFAULT_PRODUCERS if producers is None else producers), str(stages))
         label = _label([shown])
         split = split_kernel(context, RoleSettings(variant=variant, producer_warps=producers, stages=stages), registers)
-        if not isinstance(split, ast.Function):
+        if isinstance(split, str):
             block: Dims | str = split
         elif variant == "pipeline":  # the block and every thread's %tid stay: the spec's launch
             block = spec.block
         else:
-            block = launch_block(original, split, spec.block)
-        if isinstance(block, str):
-            refused.setdefault(block, []).append(shown)
+            block = launch_block(original, split[0], spec.block)
+        if isinstance(block, str) or isinstance(split, str):
+            refused.setdefault(str(block), []).append(shown)
             continue
-        items = tuple(split if item is original else item for item in context.module.items)
+        function, declared = split
+        items = tuple(
+            x for item in context.module.items for x in ((*declared, function) if item is original else (item,))
+        )
         text = format_module(replace(context.module, items=items))
         if text in seen:
             context.notes.append(f"warp-roles {label} gives the same code as {seen[text]}")
