@@ -53,7 +53,8 @@ def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
             namespace[f"{tag}_d_{f.name}"] = f.default
             param = f"{f.name}={tag}_d_{f.name}"
         (keywords if f.kw_only else params).append(param)
-        body.append(f"    _set(self, {f.name!r}, {value})")
+        namespace[f"{tag}_s_{f.name}"] = _slot(cls, f.name).__set__
+        body.append(f"    {tag}_s_{f.name}(self, {value})")
     signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
     compared = "".join(f"self.{f.name}," for f in own if f.compare)
     other = "".join(f"other.{f.name}," for f in own if f.compare)
@@ -82,6 +83,15 @@ def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
 
 
 _FACTORY = _Factory()
+
+
+def _slot(cls: type, name: str) -> object:
+    """The slot that holds field `name` (the class's own, or a base's): setting through it skips the generic
+    `object.__setattr__` lookup, which made a node's `__init__` cost twice as much."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    raise TypeError(f"{cls.__qualname__}.{name} has no slot")
 
 
 def _setattr(self: object, name: str, value: object) -> None:

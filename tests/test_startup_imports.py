@@ -153,3 +153,22 @@ def test_a_command_builds_only_its_own_click_objects(tmp_path: Path) -> None:
 
     listed = CliRunner().invoke(main, ["--help"]).output.split("Commands:")[1].split()
     assert [name for name in sorted(main.commands) if name in listed] == sorted(main.commands)
+
+
+def test_the_program_freezes_the_collector_at_exit_and_an_in_process_call_does_not(tmp_path: Path) -> None:
+    """Run as the program, exit's collections have nothing left to walk (gc.freeze); called with a list of arguments
+    (a test, CliRunner) the command leaves the caller's collector alone."""
+    source = tmp_path / "k.ptx"
+    source.write_text(KERNEL, encoding="utf-8")
+    code = (
+        "import atexit, gc, sys\nfrom ptxtool.cli import main\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "if sys.argv[1] == 'list':\n"
+        "    try:\n        main(sys.argv[2:])\n    except SystemExit:\n        pass\n"
+        "else:\n    sys.argv[1:2] = []\n    main()\n"
+    )
+    for how, frozen in (("program", True), ("list", False)):
+        command = [sys.executable, "-c", code, how, "fmt", str(source), "-o", str(tmp_path / f"{how}.ptx")]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        assert done.stdout.split() == ["frozen", str(frozen)], done.stdout
+        assert (tmp_path / f"{how}.ptx").read_text(encoding="utf-8") == KERNEL

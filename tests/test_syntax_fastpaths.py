@@ -14,6 +14,7 @@ import random
 import re
 
 import pytest
+from conftest import CORPUS, SAMPLES, ptx_params
 from test_frontend_regressions import lex_seconds
 
 from ptxtool.errors import Diagnostic, Location
@@ -338,8 +339,9 @@ def _everything(node: object) -> list:
     return out
 
 
-def _both_ways(text: str) -> tuple[object, object]:
-    """The tree (or the errors) with whole lines taken in one piece, and token by token."""
+def _both_ways(text: str, printed: bool = False) -> tuple[object, object]:
+    """The tree (or the errors) with whole lines taken in one piece, and token by token; with `printed`, each with
+    the text fmt prints from it."""
     driver, _, build, _ = _parser()
     parse_tokens = driver.parse
     results = []
@@ -351,10 +353,58 @@ def _both_ways(text: str) -> tuple[object, object]:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(driver, "parse", run)
             try:
-                results.append(_everything(parse(text)))
+                module = parse(text)
+                results.append((_everything(module), format_module(module)) if printed else _everything(module))
             except ParseError as error:
                 results.append([(i.line, i.column, i.message) for i in error.issues])
     return results[0], results[1]
+
+
+@pytest.mark.parametrize("path", ptx_params(CORPUS) + ptx_params(SAMPLES))
+def test_every_corpus_file_parses_and_prints_the_same_both_ways(path) -> None:
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    fast, slow = _both_ways(text, printed=True)
+    assert fast == slow
+
+
+def _random_operand(rng: random.Random) -> str:
+    """An operand in one of the forms the whole-line pattern takes, or near them (blanks, signs, braces)."""
+    blank = rng.choice(["", "", " ", "\t", "  "])
+    name = rng.choice(["%r1", "%rd12", "%f3", "%p0", "k_param_0", "$L__BB0_3", "%tid.x", "%ctaid.y", "_Z3fooPf", "s"])
+    vector = f"{blank},{blank}".join(rng.choice(["%r1", "%r2", "%f1", "_"]) for _ in range(rng.choice([1, 2, 4])))
+    integer = rng.choice(["0", "7", "-1", "- 1", "0x1F", "-0x10", "0b101", "12U"])
+    forms = [
+        name,
+        integer,
+        rng.choice(["0f3F800000", "-0f3F800000", "0d4000000000000000", "0F3f800000"]),
+        f"[{blank}{name}{blank}]",
+        f"[{blank}{name}{blank}+{blank}{integer}{blank}]",
+        f"[{integer.lstrip('- ')}]",
+        "{" + blank + vector + blank + "}",
+        f"!{name}",
+        f"{name}|{name}",
+        f"{name}+4",
+        "1.5",
+    ]
+    return rng.choice(forms)
+
+
+def test_random_instruction_lines_build_the_tree_token_by_token_builds() -> None:
+    """Opcodes with modifiers, guards and operands of every form the pattern takes (and some it leaves to the
+    token-by-token path), in random blanks: one tree both ways, positions included, and one printed text."""
+    rng = random.Random(12)
+    opcodes = ["mov.u32", "ld.global.nc.v4.f32", "st.shared.b64", "add.s64", "bra.uni", "setp.lt.s32", "ret", "tex.2d"]
+    lines = []
+    for _ in range(1500):
+        guard = rng.choice(["", "", "@%p1 ", "@!%p2 ", "@%p1\t"])
+        operands = rng.choice([",", ", ", " ,", "\t,\t"]).join(_random_operand(rng) for _ in range(rng.randrange(0, 4)))
+        gap = rng.choice([" ", "\t", " \t"]) if operands else ""
+        end = rng.choice([";", " ;", ";", ";\n"])
+        label = f"$L__r{len(lines)}{rng.choice([':', ' :'])}" if rng.random() < 0.05 else ""
+        lines.append(label or f"{guard}{rng.choice(opcodes)}{gap}{operands}{end}")
+    text = _KERNEL_HEAD + ".reg .pred %p<3>;\n.reg .b32 %r<3>;\n" + "\n".join("\t" + line for line in lines) + "\n}\n"
+    fast, slow = _both_ways(text, printed=True)
+    assert fast == slow
 
 
 def test_whole_instruction_lines_build_the_tree_token_by_token_builds() -> None:

@@ -74,6 +74,17 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     return lambda children: method(*[children[i] for i in positions])
 
 
+def _on_first_use(builders: list, index: int, rule: Rule, nodes: object) -> Callable[[list], object]:
+    """Rule `index`'s node builder, made when the rule is first reduced (a file reduces a fraction of the grammar's
+    rules, and making all of them was a millisecond of every run), then in its place in `builders`."""
+
+    def build(children: list) -> object:
+        made = builders[index] = _node_builder(rule, nodes)
+        return made(children)
+
+    return build
+
+
 SKIP, RESUME, REPORT = "skip", "resume", "report"
 
 
@@ -127,10 +138,14 @@ class Driver:
         self.end_state = tables.end_state
         # a `?rule` reduced from its one child (`?atom` -> `?unary` -> ... -> `?expression` for each literal) leaves
         # the value as it is: its builder is None, and the driver only changes the state
-        self.builders = [
-            None if rule.expand1 and rule.size == 1 and rule.keep == ((0, False),) else _node_builder(rule, nodes)
-            for rule in tables.rules
-        ]
+        self.builders: list[Callable[[list], object] | None] = []
+        for rule in tables.rules:
+            if rule.expand1 and rule.size == 1 and rule.keep == ((0, False),):
+                self.builders.append(None)
+            elif rule.spliced or rule.expand1 or hasattr(nodes, rule.name):
+                self.builders.append(_on_first_use(self.builders, len(self.builders), rule, nodes))
+            else:
+                raise TypeError(f"no node builder for grammar rule {rule.name!r}")
         self.actions: dict[int, dict[str, Action]] = tables.states
         # states where a statement or module item may begin: errors roll back to such a state
         self.statement_starts = frozenset(

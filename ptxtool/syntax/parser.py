@@ -584,7 +584,7 @@ class _Build:
             if not self._warm():
                 return None
             self.line_match = re.compile(self.line_pattern).match
-        return self._run(self._instruction(token.start_pos, token.line, token.column, token), token.line)
+        return self._run(self._instruction(token.start_pos, token.line, token.column), token.line)
 
     def declaration_line(self, token: Token) -> object | None:
         """The declaration that `token` (a word such as `.reg`) begins, if the whole of it is on this line in the
@@ -640,20 +640,20 @@ class _Build:
             return self._instruction(start, line, column)
         return None
 
-    def _instruction(self, start: int, line: int, column: int, token: Token | None = None) -> tuple[object, int] | None:
+    def _instruction(self, start: int, line: int, column: int) -> tuple[object, int] | None:
+        """The node `instruction` (or `label`) builds from the same tokens, made here directly: no Token per opcode
+        and no pass over the children to tell tokens from operands (a run of plain lines is most of a kernel)."""
         found = self.line_match(self.session.text, start)
         if found is None:
             return None
         self.session.prev_line = line  # where its `;` or `:` is: the statement's last line
         negated, guard, opcode, operands, label = found.groups()
         if label is not None:
-            return self.label(token or Token("WORD", label, start, line, column)), found.end()
-        children: list = []
+            return ast.Label(label, line=line, column=column, end_line=line), found.end()
         if guard is not None:
-            children.append(ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard)))
-            at = found.start(3)
-            token = Token("WORD", opcode, at, line, column + at - start)
-        children.append(token or Token("WORD", opcode, start, line, column))
+            guard = ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard))
+            column += found.start(3) - start
+        children: list = []
         if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
             for item in operands.split(",") if "{" not in operands else re.findall(_OPERANDS, operands):
                 item = item.strip(" \t")
@@ -669,7 +669,12 @@ class _Build:
                     children.append(self._imm(item))
                 else:
                     children.append(self._name(item))
-        return self.instruction(*children), found.end()
+        split = self.opcodes.get(opcode)
+        if split is None:
+            name, *modifiers = opcode.split(".")
+            split = self.opcodes[opcode] = (name, tuple(modifiers))
+        node = ast.Instruction(split[0], split[1], tuple(children), guard, line=line, column=column, end_line=line)
+        return node, found.end()
 
     def _declaration(self, start: int, line: int, column: int) -> tuple[object, int] | None:
         found = self.declaration_match(self.session.text, start)
