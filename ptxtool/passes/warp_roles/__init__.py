@@ -141,7 +141,7 @@ def _split(
             *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             *([async_producers.declarations(copies)] if copies else []),
-            *([bulk_producers.declarations(copies, bulk)] if bulk is not None else []),
+            *([bulk_producers.declarations(bulk)] if bulk is not None else []),
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",

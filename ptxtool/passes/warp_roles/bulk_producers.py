@@ -101,7 +101,8 @@ def run_tables(kernel: str, found: Footprint) -> str:
     )
 
 
-def declarations(copies: tuple[AsyncCopy, ...], found: Footprint) -> str:
+def declarations(found: Footprint) -> str:
+    """The check's and the copies' registers, and the runs' bounds in shared memory."""
     runs = len(found.runs)
     return "\n".join(
         (

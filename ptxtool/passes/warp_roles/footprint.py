@@ -24,7 +24,7 @@ from ptxtool.passes.warp_roles.emit import ring_layout
 from ptxtool.passes.warp_roles.fills import Refused
 from ptxtool.passes.warp_roles.sources import Poly, SourceTrace, offset_of
 
-NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (never looked up: no staging write lands there)
+NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (its words, if any, are loose)
 
 
 @dataclass(frozen=True)
