@@ -33,6 +33,16 @@ def explain(what: str, needs: tuple[Need, ...], ptx: Version, targets: tuple[Tar
     return f"{what} is not available on .target {', '.join(map(str, targets))} (needs {listed})"
 
 
+def unmet_requirements(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> dict[str, str]:
+    """Each feature of `i` the file's `.version` and `.target`s do not allow, with what would make it legal (the
+    ISA tables' requirements, once per feature): what `parse --check` reports and the passes refuse to write."""
+    out: dict[str, str] = {}
+    for r in isa.requirements(i):
+        if r.what not in out and not isa.satisfied(r.needs, ptx, targets):
+            out[r.what] = explain(r.what, r.needs, ptx, targets)
+    return out
+
+
 def _not_one_of(mod: str, family: str) -> str:
     allowed = isa.MODIFIERS[family]
     listed = " ".join(f".{m}" for m in allowed if m != isa.TYPES) + (" or a type" if isa.TYPES in allowed else "")
@@ -59,7 +69,6 @@ def _target_problems(module: ast.Module, ptx: Version, targets: tuple[Target, ..
 def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Target, ...]) -> list[str]:
     if isa.find(i) is None:
         return [f"unknown instruction '{i.mnemonic}'"]
-    seen: set[str] = set()
     out = []
     removed = isa.REMOVED.get(isa.family(i) or "")
     if removed and ptx >= removed[0] and any(t.number >= removed[1] for t in targets):
@@ -67,10 +76,7 @@ def _instruction_problems(i: ast.Instruction, ptx: Version, targets: tuple[Targe
         out.append(f"'{i.opcode}' without .sync is not supported from {since}: {removed[2]}")
     for mod in dict.fromkeys(isa.unknown_modifiers(i)):
         out.append(_not_one_of(mod, isa.family(i) or i.opcode))
-    for r in isa.requirements(i):
-        if not isa.satisfied(r.needs, ptx, targets) and r.what not in seen:
-            seen.add(r.what)
-            out.append(explain(r.what, r.needs, ptx, targets))
+    out.extend(unmet_requirements(i, ptx, targets).values())
     return out
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ptxtool import isa
-from ptxtool.analysis.legality import explain
+from ptxtool.analysis.legality import unmet_requirements
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa.targets import Target, Version, version
 from ptxtool.syntax import ast, parse
@@ -148,10 +148,8 @@ class Forms:
     def unmet(self, i: ast.Instruction, known: frozenset[str] = frozenset()) -> str | None:
         """Why the file may not hold instruction `i` (what it needs and the file lacks), or None; requirements in
         `known` (the input's own) are the file's business, not the pass's."""
-        for r in isa.requirements(i):
-            if r.what not in known and not isa.satisfied(r.needs, self.ptx, self.targets):
-                return explain(r.what, r.needs, self.ptx, self.targets)
-        return None
+        unmet = unmet_requirements(i, self.ptx, self.targets)
+        return next((why for what, why in unmet.items() if what not in known), None)
 
     def legal(self, text: str) -> bool:
         (i,) = statements(text, self.target)
