@@ -327,7 +327,7 @@ def measure(folder: Path, out: Path | None, only: frozenset[str] = frozenset()) 
                 times = timed(gpu, functions, case)
                 ok &= not any(differ.values())
                 rows.append({"kernel": name, "case": case.label, "ms": times, "differ": differ, "unit": case.unit})
-                splits = {v: t for v, t in times.items() if v.startswith(("split", "async", "pipe"))}
+                splits = {v: t for v, t in times.items() if v.startswith(("split", "async", "bulk", "pipe"))}
                 best = min(splits, key=splits.get) if splits else None
                 rate = 1e-9 if case.unit == "TFLOP/s" else 1e-6
                 parts = [f"input {times['input']:.3f} ms ({case.work / times['input'] * rate:.2f} {case.unit})"]

@@ -2,7 +2,7 @@
 (footprint.py; global contiguity guessed by sources.py's polynomials), each trip checked at run time (every run's
 words imply one 16-byte-aligned base, no run word zero-filled) before its bulk copies, with the split-async staging
 as the fallback. Checked on the output: the producer trip's structure (reset, check pass, vote, expect_tx of the
-runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the `.const` run tables, the
+runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the run tables, the
 runs found on nvcc's benchmark kernels, ptxas's acceptance with UBLKCP in the SASS, and the outputs on the CPU
 simulator (tests/ptx_sim_bulk.py): the input's bits with the inputs aligned (bulk copies issued) and 4 bytes off
 (every trip falls back), with loose words and with zero-filled words; each refusal planted."""
@@ -70,7 +70,7 @@ def test_structure(stages: int) -> None:
     order = [
         "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
         "$__wr_reset:",
-        "red.shared.min.u64 [%wr_x], %wr_b;",
+        "red.shared.min.u32 [%wr_x+0], %wr_w0;",
         "$__wr_cstaging4:",
         "$__wr_verify:",
         "vote.sync.all.pred %wr_bulk, %wr_ok, -1;",
@@ -88,10 +88,10 @@ def test_structure(stages: int) -> None:
     assert places == sorted(places), list(zip(order, places, strict=True))
     assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
     check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
-    assert "cp.async" not in check and check.count("red.shared.max.u64") == 4  # one word per share, 4 shares
-    assert "ld.global" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
+    assert "cp.async" not in check and check.count("red.shared.max.u32") == 8  # one word per share, 4 shares
+    assert "ld.global.nc.f32" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
-    assert "1 runs of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
+    assert "1 run of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
 
 
 def test_loose_words() -> None:
@@ -131,14 +131,14 @@ def test_ptxas_and_sass(text: str, stages: int) -> None:
     assert any(o.startswith("UBLKCP.S.G") for o in opcodes) and any("SYNCS.ARRIVE.TRANS64.RED" in o for o in opcodes)
 
 
-def _simulated(text: str, trips: int, shift: int, seed: int = 0, blocks: int = 2) -> tuple[bytes, int]:
+def _simulated(text: str, trips: int, shift: int, seed: int = 0, blocks: int = 2, pad: int = 0) -> tuple[bytes, int]:
     """(the output buffer, bulk copies issued) after a simulated launch (tests/ptx_sim_bulk.py) over `trips` tiles
-    of random floats placed `shift` bytes past address 0."""
+    of random floats (and `pad` more) placed `shift` bytes past address 0."""
     from ptx_sim_bulk import run_grid
     from ptx_sim_roles import block_threads
 
     rng = random.Random(1)
-    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128))
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range(blocks * trips * 128 + pad))
     memory = bytearray(shift) + bytearray(data) + bytearray(blocks * 128 * 4)
     issued = run_grid(text, block_threads(text), blocks, [shift, shift + len(data), trips], memory, seed)
     return bytes(memory[shift + len(data) :]), issued
@@ -190,6 +190,11 @@ BULK_REFUSALS = {
     "stepped_in_staging": (
         (STEPPED, ("\tadd.s64 \t%rd5, %rd5, 512;\n\tadd.s32 \t%r12", "\tadd.s32 \t%r12")),
         "the check pass and the fallback would step it twice",
+    ),
+    # the ring of 2 x 24560 bytes and its mbarriers fill 48 KB exactly: the run's 16 bytes of bounds do not fit
+    "bounds_overflow": (
+        (("tile[512]", "tile[24560]"),),
+        "shared memory does not fit 2 stages and the bounds of 1 runs: 49168 bytes > 49152",
     ),
     # a computed value, not a copy: the producers' cp.async conversion refuses it
     "computed": (
@@ -248,3 +253,102 @@ def test_runs_of_nvccs_benchmark_kernels(source: str, runs: list[int], loose: in
     assert isinstance(laid, Footprint), laid
     assert [r.size for r in laid.runs] == runs and laid.loose == loose
     assert all(r.start % 16 == 0 for r in laid.runs)
+
+
+def test_fuzzed_kernels_are_refused_or_split_with_bulk_copies_ptxas_accepts() -> None:
+    """Fixed-seed mutants of the planted kernel: each refused with a reason or split into what ptxas accepts (within
+    the time bound of fuzz_split)."""
+    from test_pass_warp_roles import fuzz_split
+
+    def split(text: str) -> tuple[str, PassReport]:
+        module, report = warp_roles(parse(text), RoleSettings(variant="split-bulk"))
+        return format_module(module), report
+
+    outcomes = fuzz_split(3, split)
+    assert outcomes["split"] and outcomes["refused"], outcomes
+
+
+def test_fuzzed_splits_keep_their_inputs_bits_on_the_simulator() -> None:
+    """Of the same kind of mutants, each one split gives the mutant's own bits on the CPU simulator, aligned (bulk
+    copies where the check holds) and 4 bytes off (the fallback); a mutant the simulator cannot run is skipped."""
+    rng = random.Random(4)
+    lines = STAGED.splitlines()
+    body = [n for n, line in enumerate(lines) if line.startswith("\t") and line.rstrip().endswith(";") and "." in line]
+    checked = 0
+    for _ in range(12):
+        mutant = list(lines)
+        n = rng.choice(body)
+        if rng.random() < 0.5:
+            mutant.insert(rng.choice(body), mutant.pop(n))  # moved
+        else:
+            mutant.insert(n, mutant[n])  # doubled
+        text = "\n".join(mutant) + "\n"
+        out, _ = _split(text)
+        if out is None:
+            continue
+        for shift in (0, 4):
+            try:
+                expected = _simulated(text, 2, shift)[0]
+            except (AssertionError, KeyError, IndexError, ValueError, ZeroDivisionError):
+                break  # not a kernel the simulator runs (a load out of bounds, ...)
+            assert _simulated(out, 2, shift)[0] == expected, (n, shift)
+            checked += 1
+    assert checked >= 4, f"only {checked} mutant launches were split and simulated"
+
+
+BULK_FORMS = (
+    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r], [%s], 16, [bar];",
+    "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], 16;",
+    "fence.proxy.async.shared::cta;",
+)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize(("ptx", "target"), [("8.0", "sm_90"), ("7.8", "sm_90"), ("8.0", "sm_89"), ("8.0", "sm_80")])
+def test_isa_tables_agree_with_ptxas(ptx: str, target: str) -> None:
+    """What split-bulk adds to the split's forms: the ISA tables call each legal for the file exactly when the
+    wheel's ptxas assembles it, so emit.Forms' refusal is ptxas's."""
+    from test_pass_warp_roles_sm80 import _legal
+
+    from ptxtool.errors import InputError
+
+    for line in BULK_FORMS:
+        body = f".reg .b64 %s;\n.reg .b32 %r;\n.shared .align 8 .b64 bar;\nmov.u32 %r, 0;\nmov.u64 %s, 0;\n{line}"
+        text = f".version {ptx}\n.target {target}\n.address_size 64\n.visible .entry k() {{\n{body}\nret;\n}}\n"
+        try:
+            compile_ptx(text, "form.ptx", target)
+            accepted = True
+        except InputError:
+            accepted = False
+        assert _legal(line, ptx, target) == accepted, (line, ptx, target, accepted)
+
+
+# odd threads' pointers step one float more per trip than even threads': trip 0 reads 128 consecutive floats, trip 1
+# does not; sources.py's guess (a loop-carried register steps alike in every thread) finds one run
+UNEVEN = (
+    ("\t.reg .b32 \t%r<16>;", "\t.reg .b32 \t%r<24>;"),
+    ("\t.reg .b64 \t%rd<10>;", "\t.reg .b64 \t%rd<16>;"),
+    (
+        "\tmov.u32 \t%r6, tile;",
+        "\tand.b32 \t%r20, %r2, 1;\n\tmul.wide.u32 \t%rd11, %r20, 4;\n\tadd.s64 \t%rd12, %rd11, 512;\n"
+        "\tmov.u32 \t%r6, tile;",
+    ),
+    ("\tadd.s64 \t%rd5, %rd5, 512;", "\tadd.s64 \t%rd5, %rd5, %rd12;"),
+)
+
+
+def test_the_check_catches_sources_the_guess_calls_contiguous() -> None:
+    """The guess calls the uneven kernel's tile one run; at run time trip 0 is copied in bulk and trip 1 falls back
+    (its words are not contiguous in global memory): the input's bits. With the bounds' comparison taken out, trip 1
+    is copied in bulk from the wrong bytes and the bits differ."""
+    source = _planted(*UNEVEN)
+    out, report = _split(source)
+    assert out is not None, report.skipped
+    assert any("1 run of 512 bytes" in r for r in report.rewrites[0].reasons)
+    expected = _simulated(source, 2, 0, pad=4)[0]
+    got, issued = _simulated(out, 2, 0, pad=4)
+    assert got == expected and issued == 2  # trip 0 of each of the 2 blocks
+    broken = out.replace("setp.ne.u32 %wr_q, %wr_w0, %wr_w1;", "setp.ne.u32 %wr_q, %wr_w0, %wr_w0;", 1)
+    assert broken != out
+    got, issued = _simulated(broken, 2, 0, pad=4)
+    assert issued == 4 and got != expected

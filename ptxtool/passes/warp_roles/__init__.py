@@ -292,7 +292,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         new_items[at] = split
         if runs is not None:
             header = f".version {module.version}\n.target {', '.join(module.targets)}\n.address_size 64\n"
-            tables = parse(header + bulk_producers.const_tables(item.name, runs)).items
+            tables = parse(header + bulk_producers.run_tables(item.name, runs)).items
             before[at] = [d for d in tables if isinstance(d, ast.Declaration)]
         _, stage_bytes = ring_layout(found)
         total = found.threads + 32 * producers
@@ -318,7 +318,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                     ),
                     *(
                         [
-                            f"producers copy with cp.async.bulk: {len(runs.runs)} runs of "
+                            f"producers copy with cp.async.bulk: {len(runs.runs)} "
+                            f"run{'s' if len(runs.runs) > 1 else ''} of "
                             f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.expect_tx)"
                             f"{f', {runs.loose} with cp.async' if runs.loose else ''}; "
                             "a trip whose runs are not contiguous and 16-byte aligned in global memory, or that "

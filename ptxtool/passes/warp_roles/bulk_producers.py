@@ -7,10 +7,11 @@ and the bytes no run holds ("loose": sgemm's transposed A tile) by cp.async, as 
 
 What the PTX cannot tell (each run's global source contiguous and 16-byte aligned, every word of it on the load
 path rather than zero-filled, on this trip and for these parameters) the producer warp checks at run time first:
-it replays every consumer thread's staging (the check pass, issuing the loose words' cp.asyncs only), and for each
-word w of run r takes b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; the least and the
-greatest b over the run's words (shared reductions, then one lane per run) are equal and 16-byte aligned iff the
-run's words are exactly the bytes [b, b + size) in order. The warp votes. If every run holds and no run word is
+it replays every consumer thread's staging (the check pass, issuing the loose words' cp.asyncs only), and for
+each word w of run r takes b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; the least
+and the greatest b over the run's words (32-bit shared reductions on its low and its high word, which ptxas
+aggregates per warp; one lane per run then compares) are equal and 16-byte aligned iff the run's words are exactly
+the bytes [b, b + size) in order. The warp votes. If every run holds and no run word is
 zero-filled, lane 0 adds the runs' bytes to full[slot]'s tx-count (`mbarrier.expect_tx`), the lanes fence the
 async proxy (generic writes to the slot, of an earlier fallback trip, before the bulk writes) and issue one bulk
 copy per run; else the staging pass copies the run words with cp.async (the fallback: the split-async trip). Either
@@ -41,7 +42,8 @@ from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import SassMark
 
 VARIANT = "split-bulk"
-LOW, HIGH = "__wr_lo", "__wr_hi"  # per run: the least and greatest base its words imply on this trip
+BOUNDS = "__wr_bounds"  # per run, of the bases its words imply on this trip: least and greatest low word, high word
+_BOUND = ("min", "max", "min", "max")  # the four .u32 bounds of a run, in order (32-bit: ATOMS, not a CAS loop)
 SASS_PROOF = (SassMark("UBLKCP"), SassMark("LDGSTS"))  # the bulk copies; the fallback's cp.asyncs
 WARP = 32
 
@@ -72,17 +74,19 @@ def unfitting(module: ast.Module, found: StagedLoop, runs: Footprint, stages: in
     _, slot = ring_layout(found)
     need = stages * slot + 16 * stages + 16 * len(runs.runs)
     if need > limit:
-        return f"shared memory does not fit {stages} stages and {len(runs.runs)} runs' bounds: {need} bytes > {limit}"
+        runs_bounds = f"the bounds of {len(runs.runs)} runs"
+        return f"shared memory does not fit {stages} stages and {runs_bounds}: {need} bytes > {limit}"
     return None
 
 
 def tables(kernel: str) -> tuple[str, str, str]:
-    """The names of the kernel's `.const` tables: run of each 16-byte granule, start and size of each run."""
+    """The names of the kernel's tables: run of each 16-byte granule, start and size of each run."""
     return f"__wr_{kernel}_run", f"__wr_{kernel}_start", f"__wr_{kernel}_size"
 
 
-def const_tables(kernel: str, found: Footprint) -> str:
-    """The module-scope `.const` tables the check and the copies read."""
+def run_tables(kernel: str, found: Footprint) -> str:
+    """The module-scope `.const` tables the check and the copies read. (As `.global` tables read with ld.global,
+    ptxas 13.5 gave nvcc's sgemm_unrolled split 56 registers and 3 KB of spills instead of 168 and none.)"""
     run, start, size = tables(kernel)
 
     def table(name: str, values: list[int]) -> str:
@@ -104,8 +108,8 @@ def declarations(copies: tuple[AsyncCopy, ...], found: Footprint) -> str:
             ".reg .pred %wr_ok, %wr_bulk, %wr_q, %wr_lead, %wr_loose;",
             ".reg .b32 %wr_o, %wr_rb, %wr_ri, %wr_st, %wr_sz, %wr_r, %wr_x;",
             ".reg .b64 %wr_t, %wr_b, %wr_d;",
-            f".shared .align 8 .b64 {LOW}[{runs}];",
-            f".shared .align 8 .b64 {HIGH}[{runs}];",
+            ".reg .b32 %wr_w<4>;",
+            f".shared .align 16 .b32 {BOUNDS}[{4 * runs}];",
         )
     )
 
@@ -118,13 +122,14 @@ def _lanes(label: str, runs: int, body: str) -> str:
     )
 
 
-def _const(name: str, index: str, into: str, guard: str = "") -> str:
+def _entry(name: str, index: str, into: str, guard: str = "") -> str:
     """`into` = entry `index` of `.const` table `name` (under `guard`: an index out of the table is not read)."""
     return f"mov.u64 %wr_t, {name};\nmad.wide.u32 %wr_t, {index}, 4, %wr_t;\n{guard}ld.const.u32 {into}, [%wr_t];"
 
 
-def _shared(name: str, index: str) -> str:
-    return f"mov.u32 %wr_x, {name};\nmad.lo.u32 %wr_x, {index}, 8, %wr_x;"
+def _bounds(index: str) -> str:
+    """%wr_x = the address of run `index`'s four bounds."""
+    return f"mov.u32 %wr_x, {BOUNDS};\nmad.lo.u32 %wr_x, {index}, 16, %wr_x;"
 
 
 def bulk_staging(
@@ -152,7 +157,7 @@ def bulk_staging(
         loose = f"\nsetp.eq.u32 %wr_loose, %wr_ri, {NO_RUN};" if found.loose else ""
         return (
             f"{take}\nadd.s32 %wr_o, %wr_o, {ast.displacement(address)};\nmov.u32 %wr_rb, {RING};\n"
-            f"sub.u32 %wr_o, %wr_o, %wr_rb;\nshr.u32 %wr_st, %wr_o, 4;\n{_const(run, '%wr_st', '%wr_ri')}{loose}"
+            f"sub.u32 %wr_o, %wr_o, %wr_rb;\nshr.u32 %wr_st, %wr_o, 4;\n{_entry(run, '%wr_st', '%wr_ri')}{loose}"
         )
 
     def copied(index: int, i: ast.Instruction, loose: bool) -> tuple[ast.Statement, ...]:
@@ -169,10 +174,10 @@ def bulk_staging(
             return capture(index, i)  # loads take their address, zeros and selps set the flag
         ours = "@!%wr_loose " if found.loose else ""
         code = (
-            f"{locate(i)}\n{_const(start, '%wr_ri', '%wr_st', ours)}\n"
+            f"{locate(i)}\n{_entry(start, '%wr_ri', '%wr_st', ours)}\n"
             f"sub.u32 %wr_st, %wr_o, %wr_st;\ncvt.u64.u32 %wr_d, %wr_st;\nsub.u64 %wr_b, {copy.source}, %wr_d;\n"
-            f"{_shared(LOW, '%wr_ri')}\n{ours}red.shared.min.u64 [%wr_x], %wr_b;\n"
-            f"{_shared(HIGH, '%wr_ri')}\n{ours}red.shared.max.u64 [%wr_x], %wr_b;"
+            f"cvt.u32.u64 %wr_w0, %wr_b;\nshr.u64 %wr_d, %wr_b, 32;\ncvt.u32.u64 %wr_w1, %wr_d;\n{_bounds('%wr_ri')}\n"
+            + "\n".join(f"{ours}red.shared.{m}.u32 [%wr_x+{4 * k}], %wr_w{k // 2};" for k, m in enumerate(_BOUND))
         )
         if copy.zero_fill:
             code += f"\n{ours}and.pred %wr_ok, %wr_ok, {copy.flag};"
@@ -186,22 +191,27 @@ def bulk_staging(
     reset = _lanes(
         "$__wr_reset",
         runs,
-        f"{_shared(LOW, '%wr_r')}\nst.shared.u64 [%wr_x], -1;\n{_shared(HIGH, '%wr_r')}\nst.shared.u64 [%wr_x], 0;",
+        _bounds("%wr_r")
+        + "".join(f"\nst.shared.u32 [%wr_x+{4 * k}], {-1 if m == 'min' else 0};" for k, m in enumerate(_BOUND)),
     )
     before = f"mov.pred %wr_ok, 1;\n{reset}\nbar.warp.sync -1;"
     verify = _lanes(
         "$__wr_verify",
         runs,
-        f"{_shared(LOW, '%wr_r')}\nld.shared.u64 %wr_b, [%wr_x];\n"
-        f"{_shared(HIGH, '%wr_r')}\nld.shared.u64 %wr_d, [%wr_x];\n"
-        f"setp.ne.u64 %wr_q, %wr_b, %wr_d;\n@%wr_q mov.pred %wr_ok, 0;\n"
-        f"and.b64 %wr_d, %wr_b, {BULK_COPY_ALIGN - 1};\nsetp.ne.u64 %wr_q, %wr_d, 0;\n@%wr_q mov.pred %wr_ok, 0;",
+        _bounds("%wr_r")
+        + "".join(f"\nld.shared.u32 %wr_w{k}, [%wr_x+{4 * k}];" for k in range(4))
+        + "\nsetp.ne.u32 %wr_q, %wr_w0, %wr_w1;\n@%wr_q mov.pred %wr_ok, 0;\n"
+        "setp.ne.u32 %wr_q, %wr_w2, %wr_w3;\n@%wr_q mov.pred %wr_ok, 0;\n"
+        f"and.b32 %wr_w1, %wr_w0, {BULK_COPY_ALIGN - 1};\nsetp.ne.u32 %wr_q, %wr_w1, 0;\n@%wr_q mov.pred %wr_ok, 0;",
     )
     issue = _lanes(
         "$__wr_issue",
         runs,
-        f"{_shared(LOW, '%wr_r')}\nld.shared.u64 %wr_b, [%wr_x];\n{_const(start, '%wr_r', '%wr_st')}\n"
-        f"{_const(size, '%wr_r', '%wr_sz')}\nmov.u32 %wr_o, {RING};\nadd.u32 %wr_o, %wr_o, %wr_st;\n"
+        f"{_bounds('%wr_r')}\nld.shared.u32 %wr_w0, [%wr_x];\nld.shared.u32 %wr_w2, [%wr_x+8];\n"
+        "cvt.u64.u32 %wr_b, %wr_w2;\nshl.b64 %wr_b, %wr_b, 32;\n"
+        "cvt.u64.u32 %wr_d, %wr_w0;\nor.b64 %wr_b, %wr_b, %wr_d;\n"
+        f"{_entry(start, '%wr_r', '%wr_st')}\n"
+        f"{_entry(size, '%wr_r', '%wr_sz')}\nmov.u32 %wr_o, {RING};\nadd.u32 %wr_o, %wr_o, %wr_st;\n"
         "add.u32 %wr_o, %wr_o, %wr_off;\n"
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz, [%wr_bar];",
     )

@@ -10,6 +10,7 @@ safety: the bulk producers check every run's words on every trip at run time (bu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ptxtool import isa
@@ -88,7 +89,9 @@ class SourceTrace(FillTrace):
         assert len(writes) == len(self.sourced)
         return self.sourced
 
-    def store(self, tid, at, taken, state, out, forks) -> None:  # noqa: ANN001
+    def store(
+        self, tid: int, at: int, taken: bool | None, state: dict, out: list[Write], forks: tuple[int, ...]
+    ) -> None:
         before = len(out)
         super().store(tid, at, taken, state, out, forks)
         if len(out) > before:
@@ -157,7 +160,7 @@ class SourceTrace(FillTrace):
             self.memo[memo] = self.evaluated(at, lambda x: self.outside(at, x))
         return self.memo[memo]
 
-    def evaluated(self, at: int, read) -> Poly | None:  # noqa: ANN001
+    def evaluated(self, at: int, read: Callable[[ast.Operand], Poly | None]) -> Poly | None:
         """Op `at`'s result from its operands' polynomials (`read`), where the op is arithmetic this models."""
         i = self.ops[at].instruction
         family = isa.family(i)
