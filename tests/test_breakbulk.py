@@ -11,6 +11,7 @@ import struct
 import sys
 import time
 
+import numpy as np
 import pytest
 from test_pass_warp_roles import STAGED
 
@@ -413,3 +414,68 @@ def test_bulk_and_fallback_trips_alternate_on_one_slot(stages: int) -> None:
         assert got == _simulated(text, trips, 516, 0)[0], trips
         aligned = [k for k in range(min(trips, 3)) if (516 * k) % 16 == 0]
         assert issued == 2 * len(aligned), (trips, issued)  # one run a trip, 2 blocks
+
+
+# ------------------------------------------------------------------------------------------------------ on the GPU
+
+
+def _gpu_bytes(text: str, kernel: str, grid: int, a: np.ndarray, out_words: int, *scalars: int) -> bytes:
+    """`out` after one launch of `kernel(a, out, *scalars)` (32-bit scalars) with the block its `.reqntid` declares
+    (a `.reqnctapercluster` kernel launches in clusters of that size without asking)."""
+    from ptx_sim_roles import block_threads
+
+    from ptxtool.toolchain.gpu import Gpu
+
+    cubin = compile_ptx(text, f"{kernel}.ptx", "sm_90").cubin
+    with Gpu() as gpu:
+        function = gpu.function(gpu.load(cubin, kernel, ptx=False), kernel)
+        source, out = gpu.alloc(a.nbytes), gpu.alloc(4 * out_words)
+        gpu.upload(source, a)
+        gpu.fill_bytes(out, 0xFF, 4 * out_words)
+        args = [np.uint64(source).tobytes(), np.uint64(out).tobytes(), *(np.uint32(v).tobytes() for v in scalars)]
+        gpu.launch(function, (grid, 1, 1), (block_threads(text), 1, 1), args)
+        return gpu.download(out, 4 * out_words, timeout=10.0).tobytes()
+
+
+ALTERNATING = _planted(
+    (STEP, "\tadd.s64 \t%rd5, %rd5, 516;\n"),
+    (
+        LOAD,
+        "\tld.global.nc.f32 \t%f4, [%rd5];\n\tsetp.lt.u32 \t%p3, %r12, 3;\n\tselp.f32 \t%f2, %f4, 0f00000000, %p3;\n",
+    ),
+)
+
+
+def _gpu_cases() -> list:
+    gather = GATHER.replace("THREADS", "768").replace("BYTES", str(768 * 16))
+    cluster = STAGED.replace(".reqntid 128, 1, 1", ".reqntid 128, 1, 1\n.reqnctapercluster 2, 1, 1")
+    return [
+        pytest.param(ALTERNATING, "staged", 128, (), id="bulk_and_fallback_alternating"),
+        pytest.param(cluster, "staged", 128, (), id="cluster_of_2"),
+        pytest.param(gather, "gather", 768, (48,), id="768_runs_aligned"),
+        pytest.param(gather, "gather", 768, (40,), id="768_runs_half_aligned"),
+    ]
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize(("text", "kernel", "threads", "more"), _gpu_cases())
+def test_held_probes_on_the_gpu(text: str, kernel: str, threads: int, more: tuple[int, ...]) -> None:
+    """The input and its split-bulk (S = 2, 3), 20 launches each over random a[], 132 blocks of `n` = 9 trips: bulk
+    trips (16-byte aligned runs), fallback trips (4 bytes off, or zero-filled) in turn on one slot; a 2-CTA cluster
+    (each CTA's ring at its own .shared::cta address); 768 runs of 16 bytes a trip (all aligned, or every other
+    row 8 bytes off). Every output must be the input's bytes."""
+    from ptxtool.toolchain.gpu import probe
+
+    if (reason := probe()) is not None:
+        pytest.skip(f"no GPU: {reason}")
+    grid, n = 132, 9
+    words = (grid * n + 2) * threads * 4 + (threads * max(more, default=0)) // 4 + 4096
+    a = np.random.default_rng(0).standard_normal(words).astype(np.float32)
+    out_words = grid * threads
+    expected = _gpu_bytes(text, kernel, grid, a, out_words, n, *more)
+    for stages in (2, 3):
+        out, report = _split(text, stages=stages)
+        assert out is not None, report.skipped
+        for _ in range(20):
+            assert _gpu_bytes(out, kernel, grid, a, out_words, n, *more) == expected, stages
