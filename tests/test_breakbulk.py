@@ -112,6 +112,28 @@ def test_a_module_function_with_a_table_name() -> None:
     _assembles_or_refused(text)
 
 
+LABELS = {
+    # the check pass's copy of an input label $staging1 is $__wr_c + staging1: the pass's own label after share 0's
+    # check pass (bulk only: the other variants have no check pass)
+    "check_pass": ("\tst.shared.f32 \t[%r8], %f2;\n", "$staging1:\n\tst.shared.f32 \t[%r8], %f2;\n"),
+    # share 0's copy of an input label $re1 before the loop is $__wr_p + re1: the pass's own label where share 1's
+    # copy of that part starts (every split with fewer producer warps than consumer warps; split-bulk always)
+    "shares": ("\tmov.u32 \t%r6, tile;\n", "$re1:\n\tmov.u32 \t%r6, tile;\n"),
+}
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.xfail(
+    strict=True,
+    reason="producers.py names its copies of a label own_label('$__wr_<tag>', name) and the boundaries between "
+    "shares' copies $__wr_<tag><part><share>: an input label $staging1 (check pass) or $re1 (before the loop) gives "
+    "the same name twice; ptxas: 'Duplicate definition of label'",
+)
+@pytest.mark.parametrize("where", sorted(LABELS))
+def test_input_labels_that_spell_the_pass_s_own(where: str) -> None:
+    _assembles_or_refused(_planted(LABELS[where]))
+
+
 @pytest.fixture
 def cli_recursion_limit():
     """The limit `ptxtool` runs every command under (guard.py), restored afterwards."""
