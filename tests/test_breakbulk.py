@@ -134,6 +134,41 @@ def test_input_labels_that_spell_the_pass_s_own(where: str) -> None:
     _assembles_or_refused(_planted(LABELS[where]))
 
 
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.xfail(
+    strict=True,
+    reason="sources.py models shl by a constant as a product with 1 << amount in unbounded integers: shl.b64 by "
+    "4000000000 (valid PTX, the result is 0) builds half-gigabyte coefficients per thread; unbounded it took 24 GB "
+    "before the kernel killed it, under a 2 GB limit MemoryError, exit code 4; split-async takes it in 4 s",
+)
+def test_a_huge_shift_amount_in_a_staged_address() -> None:
+    """Run under a 2 GB address-space limit (the unbounded run took the machine's memory)."""
+    import resource
+    import subprocess
+
+    text = _planted(
+        (
+            POINTER,
+            "\tcvt.u64.u32 \t%rd9, %r1;\n\tshl.b64 \t%rd9, %rd9, 4000000000;\n"
+            + POINTER
+            + "\tadd.s64 \t%rd5, %rd5, %rd9;\n",
+        )
+    )
+    compile_ptx(text, "input.ptx", "sm_90")
+    code = (
+        "import sys\nfrom ptxtool.syntax import parse\nfrom ptxtool.passes.warp_roles import RoleSettings, warp_roles\n"
+        "warp_roles(parse(sys.stdin.read()), RoleSettings(variant='split-bulk'))\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=300, preexec_fn=limit
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+
+
 @pytest.fixture
 def cli_recursion_limit():
     """The limit `ptxtool` runs every command under (guard.py), restored afterwards."""
