@@ -137,12 +137,6 @@ def test_input_labels_that_spell_the_pass_s_own(where: str) -> None:
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.xfail(
-    strict=True,
-    reason="sources.py models shl by a constant as a product with 1 << amount in unbounded integers: shl.b64 by "
-    "4000000000 (valid PTX, the result is 0) builds half-gigabyte coefficients per thread; unbounded it took 24 GB "
-    "before the kernel killed it, under a 2 GB limit MemoryError, exit code 4; split-async takes it in 4 s",
-)
 def test_a_huge_shift_amount_in_a_staged_address() -> None:
     """Run under a 2 GB address-space limit (the unbounded run took the machine's memory)."""
     text = _planted(
@@ -173,13 +167,6 @@ def _pass_in_a_subprocess(text: str, timeout: float) -> subprocess.CompletedProc
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=subprocess.TimeoutExpired,
-    reason="sources.py multiplies polynomials term by term without a bound: 10 x mul.lo.s64 %rd9, %rd9, %rd9 on "
-    "(n + 1) in a staged address is (n + 1)^1024, 1,025 terms squared per thread; 8 squarings: 37 s, 9: over "
-    "100 s (split-async: 5 s with ptxas)",
-)
 def test_a_squared_index_does_not_hang_the_footprint() -> None:
     squares = "\tmul.lo.s64 \t%rd9, %rd9, %rd9;\n" * 10
     text = _planted(
@@ -206,25 +193,14 @@ def cli_recursion_limit():
 
 
 @pytest.mark.usefixtures("cli_recursion_limit")
-@pytest.mark.xfail(
-    strict=True,
-    reason="sources.SourceTrace.outside/defined recurse once per definition of a chain before the loop (about 5 "
-    "frames each): 12,000 definitions pass the CLI's 50,000-frame limit, RecursionError, exit code 4; split-async "
-    "(copies.py's own stack) takes the same kernel",
-)
 def test_a_long_chain_before_the_loop_is_no_internal_error() -> None:
     text = _chained(STAGED, 6000)
     assert _split(text, "split-async")[0] is not None  # the same analyses without sources.py take it
-    _split(text)
+    out, report = _split(text)
+    assert out is not None, report.skipped  # the chain cancels exactly: still one run
 
 
 @pytest.mark.usefixtures("cli_recursion_limit")
-@pytest.mark.xfail(
-    strict=True,
-    reason="footprint.py runs SourceTrace per thread and re-evaluates the whole chain before the loop for each "
-    "(memoized per (op, thread)): O(threads x chain); 256 threads x 600 definitions: 7-10 s against split-async's "
-    "0.3 s (512 threads: 13-20 s)",
-)
 def test_the_footprint_is_not_threads_times_the_prologue() -> None:
     text = _chained(_wider(256), 300)
     started = time.perf_counter()

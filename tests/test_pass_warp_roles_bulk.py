@@ -324,7 +324,7 @@ def test_isa_tables_agree_with_ptxas(ptx: str, target: str) -> None:
 
 
 # odd threads' pointers step one float more per trip than even threads': trip 0 reads 128 consecutive floats, trip 1
-# does not; sources.py's guess (a loop-carried register steps alike in every thread) finds one run
+# does not; the loop-carried pointer's step is not the same in every thread, so no run is proven
 UNEVEN = (
     ("\t.reg .b32 \t%r<16>;", "\t.reg .b32 \t%r<24>;"),
     ("\t.reg .b64 \t%rd<10>;", "\t.reg .b64 \t%rd<16>;"),
@@ -337,18 +337,16 @@ UNEVEN = (
 )
 
 
-def test_the_check_catches_sources_the_guess_calls_contiguous() -> None:
-    """The guess calls the uneven kernel's tile one run; at run time trip 0 is copied in bulk and trip 1 falls back
-    (its words are not contiguous in global memory): the input's bits. With the bounds' comparison taken out, trip 1
-    is copied in bulk from the wrong bytes and the bits differ."""
-    source = _planted(*UNEVEN)
-    out, report = _split(source)
+def test_a_pointer_stepped_unevenly_by_thread_is_no_run() -> None:
+    """The uneven kernel's tile is contiguous on trip 0 only: its pointer's step depends on %tid.x, so sources.py
+    does not follow it past the loop and no run is proven (refused: nothing for a bulk copy). The same kernel with
+    the step the same in every thread (a register set before the loop from a constant) is one run of 512 bytes."""
+    out, report = _split(_planted(*UNEVEN))
+    assert out is None and "no run" in report.skipped[0].reason
+    even = _planted(*UNEVEN[:2], (UNEVEN[2][0], "\tmov.u64 \t%rd12, 512;\n\tmov.u32 \t%r6, tile;"), UNEVEN[3])
+    out, report = _split(even)
     assert out is not None, report.skipped
     assert any("1 run of 512 bytes" in r for r in report.rewrites[0].reasons)
-    expected = _simulated(source, 2, 0, pad=4)[0]
+    expected = _simulated(even, 2, 0, pad=4)[0]
     got, issued = _simulated(out, 2, 0, pad=4)
-    assert got == expected and issued == 2  # trip 0 of each of the 2 blocks
-    broken = out.replace("setp.ne.u32 %wr_q, %wr_w0, %wr_w1;", "setp.ne.u32 %wr_q, %wr_w0, %wr_w0;", 1)
-    assert broken != out
-    got, issued = _simulated(broken, 2, 0, pad=4)
-    assert issued == 4 and got != expected
+    assert got == expected and issued == 4  # both trips of each of the 2 blocks

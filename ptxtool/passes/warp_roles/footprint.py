@@ -6,10 +6,12 @@ trimmed to 16-byte boundaries of the slot (the ISA's rule for bulk copies). The 
 `loose`: the producers copy them with cp.async as split-async does.
 
 Proven here, on the shared side: every thread writes the same bytes on every trip (fills.py) and no two writes of a
-trip share a byte (a bulk copy writes each byte once). What the PTX cannot tell (each run's sources contiguous for
-these parameters, with 32-bit indices that may wrap, loop-carried pointers and zero-filled words; 16-byte aligned)
-the producers check at run time on every trip, falling back to cp.async for a trip where it does not hold
-(bulk_producers.py); so the polynomials only decide where runs are worth trying.
+trip share a byte (a bulk copy writes each byte once). On the global side, statically: the sources (exact modulo
+2^64) of a run's words differ by exactly their offsets once each widening atom `zext32(A+c)` is taken as
+`zext32(A) + c`, which holds while A + c does not wrap for the c the run's words use: each such widening whose c
+varies within the run is the run's `Assumption`, two compares at run time. What the PTX cannot tell (the
+assumptions, 16-byte alignment, zero-filled words) is checked at run time on every trip, falling back to cp.async
+for a trip where it does not hold (bulk_producers.py).
 """
 
 from __future__ import annotations
@@ -22,18 +24,61 @@ from ptxtool.isa.targets import BULK_COPY_ALIGN, MBARRIER_TX_COUNT_MAX
 from ptxtool.passes.warp_roles.copies import AsyncCopy, staging_trace
 from ptxtool.passes.warp_roles.emit import ring_layout
 from ptxtool.passes.warp_roles.fills import Refused
-from ptxtool.passes.warp_roles.sources import Poly, SourceTrace, offset_of
+from ptxtool.passes.warp_roles.sources import Poly, SourceTrace, Widening, atom, constant, offset_of, plus, times
 
 NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (its words, if any, are loose)
 
 
 @dataclass(frozen=True)
+class Assumption:
+    """`kind+bits(inner + c)` is `kind+bits(inner) + c` for every c in [low, high]: inner + c does not wrap."""
+
+    kind: str
+    bits: int
+    inner: Poly
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
 class Run:
-    """A run of `size` contiguous bytes from `start` in a ring slot, inside shared buffer `buffer`."""
+    """A run of `size` contiguous bytes from `start` in a ring slot, inside shared buffer `buffer`, read from global
+    address `source` (its atoms: sources.py's) where its `assumptions` hold."""
 
     buffer: str
     start: int
     size: int
+    source: Poly = ()
+    assumptions: tuple[Assumption, ...] = ()
+
+
+Uses = dict[str, tuple[Widening, int, int]]  # a widening's base atom -> the widening, least and greatest c
+
+
+def substituted(source: Poly, wides: dict[str, Widening]) -> tuple[Poly | None, Uses]:
+    """`source` with each widening atom `w(A+c)` as `w(A) + c`, and the c each base is used with."""
+    uses: Uses = {}
+    out: Poly | None = ()
+    for monomial, coefficient in source:
+        term: Poly | None = constant(coefficient)
+        for name in monomial:
+            w = wides.get(name)
+            if w is None:
+                term = times(term, atom(name))
+                continue
+            _, low, high = uses.get(w.base, (w, w.c, w.c))
+            uses[w.base] = (w, min(low, w.c), max(high, w.c))
+            term = times(term, plus(atom(w.base), constant(w.c)))
+        out = plus(out, term)
+    return out, uses
+
+
+def _merged(a: Uses, b: Uses) -> Uses:
+    out = dict(a)
+    for base, (w, low, high) in b.items():
+        _, x, y = out.get(base, (w, low, high))
+        out[base] = (w, min(x, low), max(y, high))
+    return out
 
 
 @dataclass(frozen=True)
@@ -76,24 +121,30 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
                 f"the staging stores at lines {line[at].line} (thread {t}) and {line[bt].line} (thread {u}) write the "
                 f"same bytes of {buffer} in one trip: a bulk copy writes each byte once"
             )
-    pieces: list[list] = []  # [buffer, start, end, source of the start]
+    pieces: list[list] = []  # [buffer, start, end, source of the start (substituted), widenings used]
+    proven: dict[Poly, tuple[Poly | None, Uses]] = {}
     for offset, size, buffer, _, _, source in words:
+        if source is not None and source not in proven:
+            proven[source] = substituted(source, sourcing.wides)
+        exact, uses = proven[source] if source is not None else (None, {})
         last = pieces[-1] if pieces else None
         if (
             last is not None
             and last[0] == buffer
             and last[2] == offset
-            and source is not None
+            and exact is not None
             and last[3] is not None
-            and offset_of(source, last[3]) == offset - last[1]
+            and offset_of(exact, last[3]) == offset - last[1]
         ):
             last[2] += size
+            last[4] = _merged(last[4], uses)
         else:
-            pieces.append([buffer, offset, offset + size, source])
+            pieces.append([buffer, offset, offset + size, exact, uses])
     runs = [
-        Run(buffer, low, high - low)
-        for buffer, start, end, _ in pieces
+        Run(buffer, low, high - low, plus(source, constant(low - start)) or (), _assumed(uses))
+        for buffer, start, end, source, uses in pieces
         if (high := end // BULK_COPY_ALIGN * BULK_COPY_ALIGN) > (low := -(-start // BULK_COPY_ALIGN) * BULK_COPY_ALIGN)
+        and source is not None
     ]  # trimmed to 16-byte boundaries (words are aligned to their size, at most 16: none straddles one)
     loose = sum(size for _, size, *_ in words) - sum(r.size for r in runs)
     if not runs:
@@ -112,3 +163,10 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
         for g in range(run.start // BULK_COPY_ALIGN, (run.start + run.size) // BULK_COPY_ALIGN):
             granules[g] = r
     return Footprint(tuple(runs), tuple(granules), loose)
+
+
+def _assumed(uses: Uses) -> tuple[Assumption, ...]:
+    """The run's widenings whose c varies: where one c is used, `w(A+c)` is `w(A) + c` by definition."""
+    return tuple(
+        Assumption(w.kind, w.bits, w.inner, low, high) for _, (w, low, high) in sorted(uses.items()) if low < high
+    )
