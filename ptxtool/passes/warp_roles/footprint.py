@@ -24,7 +24,17 @@ from ptxtool.isa.targets import BULK_COPY_ALIGN, MBARRIER_TX_COUNT_MAX
 from ptxtool.passes.warp_roles.copies import AsyncCopy, staging_trace
 from ptxtool.passes.warp_roles.emit import ring_layout
 from ptxtool.passes.warp_roles.fills import Refused
-from ptxtool.passes.warp_roles.sources import Poly, SourceTrace, Widening, atom, constant, offset_of, plus, times
+from ptxtool.passes.warp_roles.sources import (
+    Poly,
+    SourceTrace,
+    Widening,
+    atom,
+    constant,
+    offset_of,
+    plus,
+    signed,
+    times,
+)
 
 NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (its words, if any, are loose)
 
@@ -56,21 +66,36 @@ Uses = dict[str, tuple[Widening, int, int]]  # a widening's base atom -> the wid
 
 
 def substituted(source: Poly, wides: dict[str, Widening]) -> tuple[Poly | None, Uses]:
-    """`source` with each widening atom `w(A+c)` as `w(A) + c`, and the c each base is used with."""
+    """`source` with each widening atom `w(A+c)` as `w(A') + c'` (A' + c': A with its own widenings so taken), and
+    the c each base is used with."""
     uses: Uses = {}
-    out: Poly | None = ()
-    for monomial, coefficient in source:
-        term: Poly | None = constant(coefficient)
-        for name in monomial:
-            w = wides.get(name)
-            if w is None:
-                term = times(term, atom(name))
-                continue
-            _, low, high = uses.get(w.base, (w, w.c, w.c))
-            uses[w.base] = (w, min(low, w.c), max(high, w.c))
-            term = times(term, plus(atom(w.base), constant(w.c)))
-        out = plus(out, term)
-    return out, uses
+
+    def walk(value: Poly, bits: int) -> Poly | None:
+        out: Poly | None = ()
+        for monomial, coefficient in value:
+            term: Poly | None = constant(coefficient, bits)
+            for name in monomial:
+                term = times(term, factor(name, bits), bits)
+            out = plus(out, term, bits)
+        return out
+
+    def factor(name: str, bits: int) -> Poly | None:
+        w = wides.get(name)
+        if w is None:
+            return atom(name)
+        whole = plus(walk(w.inner, w.bits), constant(w.c, w.bits), w.bits)
+        if whole is None:
+            return None
+        c = signed(dict(whole).get((), 0), w.bits)
+        body = tuple(t for t in whole if t[0] != ())
+        if not body:  # the inner part cancelled: the widening of a constant, exactly
+            return constant(c if w.kind == "sext" else c & ((1 << w.bits) - 1), bits)
+        used = Widening(w.kind, w.bits, body, c)
+        _, low, high = uses.get(used.base, (used, c, c))
+        uses[used.base] = (used, min(low, c), max(high, c))
+        return plus(atom(used.base), constant(c, bits), bits)
+
+    return walk(source, 64), uses
 
 
 def _merged(a: Uses, b: Uses) -> Uses:

@@ -1,0 +1,144 @@
+"""sources.py's exact polynomials and footprint.py's static proof of runs (split-bulk): arithmetic modulo 2^bits,
+bounded; widenings as atoms whose no-wrap is a run's recorded assumption; each run's source address; and the
+simulator (tests/ptx_sim_bulk.py) giving the input's bits where a 16-bit index wraps in the middle of a run."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from test_pass_warp_roles import STAGED
+from test_pass_warp_roles_bulk import _split
+
+from ptxtool.analysis.cfg import build_cfg
+from ptxtool.analysis.staging import StagedLoop, find_staged_loop
+from ptxtool.passes.warp_roles.async_producers import producer_copies
+from ptxtool.passes.warp_roles.footprint import Assumption, Footprint, footprint
+from ptxtool.passes.warp_roles.sources import MAX_DEGREE, atom, constant, offset_of, plus, times
+from ptxtool.syntax import parse
+
+POINTER = "\tadd.s64 \t%rd5, %rd3, %rd4;\n"
+
+
+def _footprint(text: str) -> Footprint | tuple[int, str]:
+    module = parse(text)
+    kernel = module.kernels[0]
+    found = find_staged_loop(module, kernel, stages=2, extra_threads=32)
+    assert isinstance(found, StagedLoop), found
+    cfg = build_cfg(kernel)
+    return footprint(cfg, found, producer_copies(cfg, found))
+
+
+def _planted(*edits: tuple[str, str], text: str = STAGED) -> str:
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return text
+
+
+def test_arithmetic_wraps_at_the_width_and_is_bounded() -> None:
+    """Coefficients modulo 2^bits (a 32-bit 2^31 + 2^31 is 0; a 64-bit difference of -4 reads back -4), and past
+    MAX_DEGREE factors a product is not followed (None), not a blow-up."""
+    x = atom("x")
+    assert plus(times(x, constant(1 << 31, 32), 32), times(x, constant(1 << 31, 32), 32), 32) == ()
+    assert offset_of(plus(x, constant(-4)), x) == -4
+    assert offset_of(plus(x, constant(4), 32), x, 32) == 4
+    power = x
+    for _ in range(MAX_DEGREE - 1):
+        power = times(power, x)
+    assert power is not None and times(power, x) is None
+
+
+def test_the_staged_kernel_is_one_run_with_its_source_and_one_assumption() -> None:
+    """STAGED reads a[(ctaid * n * 128 + tid) * 4] through mul.wide.u32: the run's source is cvta(a) + the trip's
+    step + 4 * zext32(128 * ctaid * n), valid while 128 * ctaid * n + tid does not wrap for tid in [0, 127]."""
+    laid = _footprint(STAGED)
+    assert isinstance(laid, Footprint), laid
+    (run,) = laid.runs
+    assert (run.start, run.size) == (0, 512)
+    inner = ((("%ctaid.x", "param:staged_n+0"), 128),)
+    assert run.assumptions == (Assumption("zext", 32, inner, 0, 127),)
+    assert dict(run.source) == {
+        ("cvta(1*param:staged_a+0)",): 1,
+        ("trip:%rd5",): 1,
+        ("zext32(128*%ctaid.x*param:staged_n+0)",): 4,
+    }
+
+
+def test_a_64_bit_index_needs_no_assumption() -> None:
+    """The same index widened first, then scaled in 64 bits (tid's part exact): no widening of a varying c."""
+    text = _planted(
+        (
+            "\tadd.s32 \t%r5, %r4, %r2;\n\tmul.wide.u32 \t%rd4, %r5, 4;\n",
+            "\tmul.wide.u32 \t%rd4, %r4, 4;\n\tmul.wide.u32 \t%rd9, %r2, 4;\n\tadd.s64 \t%rd4, %rd4, %rd9;\n",
+        ),
+    )
+    laid = _footprint(text)
+    assert isinstance(laid, Footprint), laid
+    assert [(r.size, r.assumptions) for r in laid.runs] == [(512, ())]
+
+
+def test_shifts_are_exact_at_the_width() -> None:
+    """shl.b64 by 64 gives 0 (the run stays); by 63 of %tid.x it adds 2^63 to every odd thread's address: no two
+    neighbouring words are contiguous, so there is no run (refused with the reason)."""
+
+    def shifted(amount: int) -> str:
+        return _planted(
+            (
+                POINTER,
+                f"\tcvt.u64.u32 \t%rd9, %r2;\n\tshl.b64 \t%rd9, %rd9, {amount};\n{POINTER}"
+                "\tadd.s64 \t%rd5, %rd5, %rd9;\n",
+            )
+        )
+
+    laid = _footprint(shifted(64))
+    assert isinstance(laid, Footprint) and [r.size for r in laid.runs] == [512]
+    refused = _footprint(shifted(63))
+    assert isinstance(refused, tuple) and "no run" in refused[1]
+
+
+# a 16-bit index: (ctaid * k + tid) mod 2^16, four bytes a word; block 1 with k = 65472 wraps at tid 64
+WRAPPING = _planted(
+    ("\t.param .u32 staged_n\n", "\t.param .u32 staged_n,\n\t.param .u32 staged_k\n"),
+    ("\t.reg .pred \t%p<4>;", "\t.reg .pred \t%p<4>;\n\t.reg .b16 \t%rs<4>;"),
+    (
+        "\tmul.lo.s32 \t%r4, %r3, %r1;\n\tshl.b32 \t%r4, %r4, 7;\n\tadd.s32 \t%r5, %r4, %r2;\n"
+        "\tmul.wide.u32 \t%rd4, %r5, 4;\n",
+        "\tld.param.u32 \t%r13, [staged_k];\n\tmul.lo.s32 \t%r4, %r3, %r13;\n\tcvt.u16.u32 \t%rs1, %r4;\n"
+        "\tcvt.u16.u32 \t%rs2, %r2;\n\tadd.s16 \t%rs3, %rs1, %rs2;\n\tmul.wide.u16 \t%r5, %rs3, 4;\n"
+        "\tcvt.u64.u32 \t%rd4, %r5;\n",
+    ),
+)
+
+
+def test_a_16_bit_index_is_a_run_under_its_no_wrap_assumption() -> None:
+    """The 16-bit index widened twice (mul.wide.u16, then cvt.u64.u32): one run whose assumptions are the 16-bit
+    sum not wrapping for tid in [0, 127] and the 32-bit product of its widening not wrapping for 4 * tid."""
+    laid = _footprint(WRAPPING)
+    assert isinstance(laid, Footprint), laid
+    (run,) = laid.runs
+    assert run.size == 512
+    assert {(a.kind, a.bits, a.low, a.high) for a in run.assumptions} == {("zext", 16, 0, 127), ("zext", 32, 0, 508)}
+
+
+def _simulated(text: str, k: int, trips: int = 2, blocks: int = 2) -> tuple[bytes, int]:
+    """(out, bulk copies issued) of a simulated launch of WRAPPING-like kernels over 2^16 + 1024 floats of `a`."""
+    from ptx_sim_bulk import run_grid
+    from ptx_sim_roles import block_threads
+
+    rng = random.Random(11)
+    data = b"".join(struct.pack("<f", rng.uniform(-1, 1)) for _ in range((1 << 16) + 128 * trips + 1024))
+    memory = bytearray(data) + bytearray(blocks * 128 * 4)
+    issued = run_grid(text, block_threads(text), blocks, [0, len(data), trips, k], memory, seed=k)
+    return bytes(memory[len(data) :]), issued
+
+
+def test_a_16_bit_index_that_wraps_mid_run_takes_the_fallback() -> None:
+    """k = 128: no block wraps, every trip of both blocks is a bulk copy. k = 65472: block 1's index wraps at tid
+    64 (its words are not contiguous), so its trips fall back to cp.async. Both give the input's bits."""
+    out, report = _split(WRAPPING)
+    assert out is not None, report.skipped
+    for k, bulk in ((128, 4), (65472, 2)):
+        expected, _ = _simulated(WRAPPING, k)
+        got, issued = _simulated(out, k)
+        assert got == expected and issued == bulk, (k, issued)
