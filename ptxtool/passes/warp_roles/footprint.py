@@ -173,10 +173,19 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
     ]  # trimmed to 16-byte boundaries (words are aligned to their size, at most 16: none straddles one)
     loose = sum(size for _, size, *_ in words) - sum(r.size for r in runs)
     if not runs:
-        return line[words[0][4]].line, (
-            f"no run of the trip's staged bytes is contiguous in global memory in the same order, "
+        unfollowed = next((w for w in words if w[5] is None), None)
+        at = unfollowed[4] if unfollowed else words[0][4]
+        because = (
+            f" (the address the copy at line {line[at].line} reads is not followed exactly: a value other than "
+            "parameters, %ctaid, constants, %tid.x and a loop step the same in every thread, or integer arithmetic "
+            "other than add, sub, mul, mad, shl and conversions)"
+            if unfollowed
+            else ""
+        )
+        return line[at].line, (
+            f"no run of the trip's staged bytes is proven contiguous in global memory in the same order, "
             f"{BULK_COPY_ALIGN}-byte aligned and a multiple of {BULK_COPY_ALIGN} bytes in the ring slot: nothing for "
-            "cp.async.bulk to copy"
+            f"cp.async.bulk to copy{because}"
         )
     total = sum(r.size for r in runs)
     if total > MBARRIER_TX_COUNT_MAX:
