@@ -1,5 +1,5 @@
 """The split with one producer warp issuing cp.async.bulk (`--variant split-bulk`): the trip's staged bytes as runs
-(footprint.py; global contiguity guessed by sources.py's polynomials), each trip checked at run time (every run's
+(footprint.py; global contiguity proven by sources.py's exact polynomials), each trip checked at run time (every run's
 words imply one 16-byte-aligned base, no run word zero-filled) before its bulk copies, with the split-async staging
 as the fallback. Checked on the output: the producer trip's structure (reset, check pass, vote, expect_tx of the
 runs' bytes, fence, one bulk copy per run, the fallback, one noinc arrival per lane), the run tables, the
