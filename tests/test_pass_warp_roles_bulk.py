@@ -54,10 +54,12 @@ def _trip(out: str) -> str:
 
 @pytest.mark.parametrize("stages", [2, 3])
 def test_structure(stages: int) -> None:
-    """One producer warp (the block grows by 32, full counts its 32 lanes); per trip: the empty wait, the runs'
-    bounds reset, the check pass (no copy of a run word), the vote, then either lane 0's expect_tx of exactly the
-    runs' bytes, the async-proxy fence and one bulk copy per run, or the fallback's cp.asyncs; then one noinc
-    arrival per lane for both; the run tables give every granule of the slot its run."""
+    """One producer warp (the block grows by 32, full counts its 32 lanes); per trip: the empty wait, the per-run
+    check (the atoms once: the parameter, its cvta, the trip's offset from the register captured before the loop,
+    the widening; lane 0 evaluates run 0's source, its alignment and its no-wrap assumption), no check pass (no
+    loose or zero-filled word), the vote, then either lane 0's expect_tx of exactly the runs' bytes, the async-proxy
+    fence and one bulk copy per run, or the fallback's cp.asyncs; then one noinc arrival per lane for both; the run
+    tables give every granule of the slot its run."""
     out, report = _split(STAGED, stages=stages)
     assert out is not None, report.skipped
     assert ".reqntid 160, 1, 1" in out
@@ -67,12 +69,19 @@ def test_structure(stages: int) -> None:
     assert _table(out, "__wr_staged_run") == [0] * 32  # the 32 granules of the 512-byte slot: run 0
     assert _table(out, "__wr_staged_start") == [0] and _table(out, "__wr_staged_size") == [512]
     trip = _trip(out)
+    before_loop = out.partition("$__wr_producer:")[2].partition("$__wr_pL__loop:")[0]
+    assert "mov.b64 %wr_init0, %rd5;" in before_loop  # the trip register's value before the loop
     order = [
         "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
-        "$__wr_reset:",
-        "red.shared.min.u32 [%wr_x+0], %wr_w0;",
-        "$__wr_cstaging4:",
-        "$__wr_verify:",
+        "ld.param.u64 %wr_at0, [staged_a+0];",
+        "cvta.to.global.u64 %wr_at1, %wr_ev;",
+        "sub.s64 %wr_at2, %rd5, %wr_init0;",  # trip:%rd5
+        "and.b64 %wr_at5, %wr_ev, 4294967295;",  # zext32(128 * %ctaid.x * n)
+        "setp.ne.u32 %wr_q, %wr_vtid, 0;",  # run 0: lane 0
+        "and.b64 %wr_mul, %wr_sum, 15;",  # 16-byte aligned
+        "add.s64 %wr_mul, %wr_at5, 127;",  # the assumption: 128 * ctaid * n + 127 < 2^32
+        "setp.ge.s64 %wr_q, %wr_mul, 4294967296;",
+        "$__wr_run0:",
         "vote.sync.all.pred %wr_bulk, %wr_ok, -1;",
         "@!%wr_bulk bra $__wr_fallback;",
         "@%wr_lead mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%wr_bar], 512;",
@@ -87,8 +96,9 @@ def test_structure(stages: int) -> None:
     places = [trip.index(x) for x in order]
     assert places == sorted(places), list(zip(order, places, strict=True))
     assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
-    check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
-    assert "cp.async" not in check and check.count("red.shared.max.u32") == 8  # one word per share, 4 shares
+    assert "$__wr_cstaging" not in trip and "red.shared" not in out  # no check pass: no loose or zero-filled word
+    assert "__wr_bounds" not in out
+    assert len([x for x in trip[: trip.index("$__wr_fallback:")].splitlines() if x.strip().endswith(";")]) < 70
     assert "ld.global.nc.f32" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
     assert "1 run of 512 bytes, 512 bytes per trip" in " ".join(report.rewrites[0].reasons)
@@ -103,8 +113,9 @@ def test_loose_words() -> None:
     assert _table(out, "__wr_mixed_run") == [0] * 32 + [NO_RUN] * 32
     trip = _trip(out)
     assert "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%wr_bar], 512;" in trip
-    check = trip[trip.index("$__wr_reset:") : trip.index("$__wr_verify:")]
+    check = trip[trip.index("mov.pred %wr_ok, 1;") : trip.index("%wr_at")]  # the check pass: the loose words only
     fallback = trip[trip.index("$__wr_fallback:") : trip.index("$__wr_staged:")]
+    assert "red.shared" not in check
     assert len(re.findall(r"@%wr_loose cp\.async\.ca", check)) == 8  # both stores, 4 shares: only loose words
     assert len(re.findall(r"@!%wr_loose cp\.async\.ca", fallback)) == 8  # the run words only
     assert any("512 bytes per trip (mbarrier.expect_tx), 512 with cp.async" in r for r in report.rewrites[0].reasons)

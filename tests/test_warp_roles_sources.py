@@ -1,6 +1,7 @@
 """sources.py's exact polynomials and footprint.py's static proof of runs (split-bulk): arithmetic modulo 2^bits,
 bounded; widenings as atoms whose no-wrap is a run's recorded assumption; each run's source address; and the
-simulator (tests/ptx_sim_bulk.py) giving the input's bits where a 16-bit index wraps in the middle of a run."""
+simulator (tests/ptx_sim_bulk.py) giving the input's bits where a 16-bit index wraps in the middle of a run, and
+not without the per-run check's assumption compare."""
 
 from __future__ import annotations
 
@@ -142,3 +143,16 @@ def test_a_16_bit_index_that_wraps_mid_run_takes_the_fallback() -> None:
         expected, _ = _simulated(WRAPPING, k)
         got, issued = _simulated(out, k)
         assert got == expected and issued == bulk, (k, issued)
+
+
+def test_without_the_assumption_check_the_wrapping_block_copies_the_wrong_bytes() -> None:
+    """The per-run check's 16-bit assumption compare made never true: block 1 (k = 65472) then takes the bulk path
+    from a + 4 * 65472, where the input's threads 64..127 read a + 4 * (tid - 64): the bits differ. So the compare
+    is what keeps the wrapping block on the fallback."""
+    out, _ = _split(WRAPPING)
+    assert out is not None
+    broken = out.replace("setp.ge.s64 %wr_q, %wr_mul, 65536;", "setp.ge.s64 %wr_q, %wr_mul, 1099511627776;")
+    assert broken != out
+    expected, _ = _simulated(WRAPPING, 65472)
+    got, issued = _simulated(broken, 65472)
+    assert issued == 4 and got != expected

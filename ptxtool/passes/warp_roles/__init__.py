@@ -51,6 +51,7 @@ from ptxtool.passes.warp_roles.emit import (
     statements,
 )
 from ptxtool.passes.warp_roles.footprint import Footprint, footprint
+from ptxtool.passes.warp_roles.per_run import per_run_code
 from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
 from ptxtool.passes.warp_roles.producers import Staging, producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
@@ -123,8 +124,11 @@ def _split(
     wide = wide_regs.__contains__
     registers = frozenset(r.name for r in cfg.linear.registers.values())
     staging = async_producers.async_staging(copies, wide, registers) if copies else Staging()
+    plan = per_run_code(bulk, registers) if bulk is not None else None
     if bulk is not None:
-        staging = bulk_producers.bulk_staging(function.name, copies, bulk, wide, registers, forms.space)
+        staging = bulk_producers.bulk_staging(
+            function.name, copies, bulk, wide, registers, forms.space, plan, bulk_producers.feeds_tail(cfg, found)
+        )
     producers = producer_code(function, found, shares, stages, stage_bytes, forms, ring_names, wide, staging)
     producer_threads = n // shares
     share_registers = [
@@ -141,7 +145,7 @@ def _split(
             *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             *([async_producers.declarations(copies)] if copies else []),
-            *([bulk_producers.declarations(bulk)] if bulk is not None else []),
+            *([bulk_producers.declarations(bulk, plan)] if bulk is not None else []),
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",

@@ -37,6 +37,7 @@ from ptxtool.passes.warp_roles.async_producers import ARRIVE as NOINC
 from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
 from ptxtool.passes.warp_roles.emit import FULL, RING, relocated, ring_layout, statements
 from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint
+from ptxtool.passes.warp_roles.per_run import RunCode
 from ptxtool.passes.warp_roles.producers import Staging
 from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import SassMark
@@ -101,8 +102,8 @@ def run_tables(kernel: str, found: Footprint) -> str:
     )
 
 
-def declarations(found: Footprint) -> str:
-    """The check's and the copies' registers, and the runs' bounds in shared memory."""
+def declarations(found: Footprint, plan: RunCode | None) -> str:
+    """The check's and the copies' registers, and (the per-word check) the runs' bounds in shared memory."""
     runs = len(found.runs)
     return "\n".join(
         (
@@ -110,8 +111,18 @@ def declarations(found: Footprint) -> str:
             ".reg .b32 %wr_o, %wr_rb, %wr_ri, %wr_st, %wr_sz, %wr_r, %wr_x;",
             ".reg .b64 %wr_t, %wr_b, %wr_d;",
             ".reg .b32 %wr_w<4>;",
-            f".shared .align 16 .b32 {BOUNDS}[{4 * runs}];",
+            plan.declarations if plan is not None else f".shared .align 16 .b32 {BOUNDS}[{4 * runs}];",
         )
+    )
+
+
+def feeds_tail(cfg: CFG, found: StagedLoop) -> bool:
+    """Whether the loop's tail reads a register the staging part sets: then the producers replay the staging part
+    on every trip, bulk or not (the per-run check could skip it otherwise)."""
+    du = def_use(cfg)
+    staging = range(found.staging.start, found.filled)
+    return any(
+        d in staging for at in found.tail for key in cfg.linear.ops[at].uses for d in du.defs_of.get((at, key), ())
     )
 
 
@@ -140,9 +151,15 @@ def bulk_staging(
     wide: Callable[[str], bool],
     registers: frozenset[str],
     space: str,
+    plan: RunCode | None = None,
+    replays: bool = True,
 ) -> Staging:
-    """The producers' trip: reset the runs' bounds, the check pass, the vote, then either the bulk copies or the
-    split-async staging (`space`: the file's spelling of the mbarriers' state space)."""
+    """The producers' trip: the per-run check (`plan`) or the per-word one (reset the runs' bounds, the check pass),
+    the vote, then either the bulk copies or the split-async staging (`space`: the file's spelling of the mbarriers'
+    state space). With `plan`, the check pass runs only where it copies loose words, reads zero-fill flags or
+    (`replays`) computes what the tail reads."""
+    if plan is not None:
+        return _per_run_staging(kernel, copies, found, wide, registers, space, plan, replays)
     run, start, size = tables(kernel)
     runs = len(found.runs)
     capture = copying(copies, registers, lambda i: relocated(i, wide))
@@ -223,3 +240,84 @@ def bulk_staging(
         f"fence.proxy.async.shared::cta;\n{issue}\nbra $__wr_staged;\n$__wr_fallback:"
     )
     return Staging(edit, f"$__wr_staged:\n{NOINC}", "cp.async.wait_all;", check=check, before=before, decide=decide)
+
+
+def _locate(run: str, store: ast.Instruction, wide: Callable[[str], bool], loose: bool) -> str:
+    """%wr_o = the store's offset in the slot, %wr_ri = the run that holds it (%wr_loose: none, where some bytes
+    are loose)."""
+    address = store.operands[0]
+    assert isinstance(address, ast.Address)
+    base = address.base.text if isinstance(address.base, ast.Name) else RING
+    take = f"cvt.u32.u64 %wr_o, {base};" if wide(base) else f"mov.u32 %wr_o, {base};"
+    flag = f"\nsetp.eq.u32 %wr_loose, %wr_ri, {NO_RUN};" if loose else ""
+    return (
+        f"{take}\nadd.s32 %wr_o, %wr_o, {ast.displacement(address)};\nmov.u32 %wr_rb, {RING};\n"
+        f"sub.u32 %wr_o, %wr_o, %wr_rb;\nshr.u32 %wr_st, %wr_o, 4;\n{_entry(run, '%wr_st', '%wr_ri')}{flag}"
+    )
+
+
+def _per_run_staging(
+    kernel: str,
+    copies: tuple[AsyncCopy, ...],
+    found: Footprint,
+    wide: Callable[[str], bool],
+    registers: frozenset[str],
+    space: str,
+    plan: RunCode,
+    replays: bool,
+) -> Staging:
+    """The trip with the per-run check: the atoms and each lane's runs evaluated and checked (per_run.py), the
+    check pass only for the loose words' cp.asyncs and the zero-fill flags, the vote, the bulk copies or the
+    split-async staging."""
+    run, start, size = tables(kernel)
+    capture = copying(copies, registers, lambda i: relocated(i, wide))
+    by_store = {c.store: c for c in copies}
+    loose = bool(found.loose)
+
+    def copied(index: int, i: ast.Instruction, of_loose: bool) -> tuple[ast.Statement, ...]:
+        *moved, cp = capture(index, i)
+        assert isinstance(cp, ast.Instruction)
+        if loose:
+            cp = replace(cp, guard=ast.Guard(ast.Name("%wr_loose"), negated=not of_loose))
+        return (*moved, cp)
+
+    def check(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        copy = by_store.get(index)
+        if copy is None:
+            return capture(index, i)
+        code = _locate(run, i, wide, True) if loose else ""
+        if copy.zero_fill:
+            code += f"\n{'@!%wr_loose ' if loose else ''}and.pred %wr_ok, %wr_ok, {copy.flag};"
+        return (*(statements(code) if code else ()), *(copied(index, i, True) if loose else ()))
+
+    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+        if index not in by_store or not loose:
+            return capture(index, i)
+        return (*statements(_locate(run, i, wide, True)), *copied(index, i, False))
+
+    checking = loose or replays or any(c.zero_fill for c in copies)
+    issue = []
+    for j in range(plan.sources):
+        issue.append(
+            f"add.u32 %wr_r, %wr_vtid, {WARP * j};\nsetp.ge.u32 %wr_q, %wr_r, {len(found.runs)};\n"
+            f"@%wr_q bra $__wr_issue{j};\n{_entry(start, '%wr_r', '%wr_st')}\n{_entry(size, '%wr_r', '%wr_sz')}\n"
+            f"mov.u32 %wr_o, {RING};\nadd.u32 %wr_o, %wr_o, %wr_st;\nadd.u32 %wr_o, %wr_o, %wr_off;\n"
+            f"mov.b64 %wr_b, %wr_run{j};\n"
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz, [%wr_bar];\n"
+            f"$__wr_issue{j}:"
+        )
+    decide = (  # the atoms after the check pass: not live across it (the staging part sets no trip register)
+        f"{plan.evaluate}\nvote.sync.all.pred %wr_bulk, %wr_ok, -1;\n@!%wr_bulk bra $__wr_fallback;\n"
+        f"mov.u32 %wr_bar, {FULL};\nmad.lo.u32 %wr_bar, %wr_slot, 8, %wr_bar;\nsetp.eq.u32 %wr_lead, %wr_vtid, 0;\n"
+        f"@%wr_lead mbarrier.expect_tx.relaxed.cta.{space}.b64 [%wr_bar], {found.total};\nbar.warp.sync -1;\n"
+        f"fence.proxy.async.shared::cta;\n{chr(10).join(issue)}\nbra $__wr_staged;\n$__wr_fallback:"
+    )
+    return Staging(
+        edit,
+        f"$__wr_staged:\n{NOINC}",
+        "cp.async.wait_all;",
+        check=check if checking else None,
+        before="mov.pred %wr_ok, 1;",
+        decide=decide,
+        start=plan.start,
+    )

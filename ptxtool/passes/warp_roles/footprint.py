@@ -107,6 +107,19 @@ def _merged(a: Uses, b: Uses) -> Uses:
 
 
 @dataclass(frozen=True)
+class Atom:
+    """A value the producers compute once a trip to evaluate the runs' sources: `kind` param (`operand`: its
+    address, `name+disp`), special (`operand`: the register), trip (`operand`: the loop's register, this trip's value
+    minus its value before the loop), cvta (of `inner`), zext or sext (of `inner`, a `bits`-bit value)."""
+
+    name: str
+    kind: str
+    bits: int
+    inner: Poly = ()
+    operand: str = ""
+
+
+@dataclass(frozen=True)
 class Footprint:
     """A trip's staged bytes as runs, in slot order, which run each 16-byte granule of the slot belongs to (NO_RUN:
     none), and the bytes of the trip no run holds (copied with cp.async)."""
@@ -114,6 +127,7 @@ class Footprint:
     runs: tuple[Run, ...]
     granules: tuple[int, ...]
     loose: int = 0
+    atoms: tuple[Atom, ...] | None = None  # what the runs' sources read, each after those it reads (None: unknown)
 
     @property
     def total(self) -> int:
@@ -196,7 +210,8 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
     for r, run in enumerate(runs):
         for g in range(run.start // BULK_COPY_ALIGN, (run.start + run.size) // BULK_COPY_ALIGN):
             granules[g] = r
-    return Footprint(tuple(runs), tuple(granules), loose)
+    bases = {w.base: w for *_, uses in pieces for w, _, _ in uses.values()}
+    return Footprint(tuple(runs), tuple(granules), loose, _atoms(runs, bases, sourcing))
 
 
 def _assumed(uses: Uses) -> tuple[Assumption, ...]:
@@ -204,3 +219,44 @@ def _assumed(uses: Uses) -> tuple[Assumption, ...]:
     return tuple(
         Assumption(w.kind, w.bits, w.inner, low, high) for _, (w, low, high) in sorted(uses.items()) if low < high
     )
+
+
+def _atoms(runs: list[Run], bases: dict[str, Widening], sourcing: SourceTrace) -> tuple[Atom, ...] | None:
+    """Every atom the runs' sources and assumptions read, each after the atoms it reads (None: one not known)."""
+
+    def atom_of(name: str) -> Atom | None:
+        if name in bases:
+            w = bases[name]
+            return Atom(name, w.kind, w.bits, w.inner)
+        if name in sourcing.wides:
+            w = sourcing.wides[name]
+            return Atom(name, w.kind, w.bits, plus(w.inner, constant(w.c, w.bits), w.bits) or ())
+        if name in sourcing.cvtas:
+            return Atom(name, "cvta", 64, sourcing.cvtas[name])
+        if name in sourcing.params:
+            address, bits = sourcing.params[name]
+            return Atom(name, "param", bits, operand=address)
+        if name in sourcing.trips:
+            register, bits = sourcing.trips[name]
+            return Atom(name, "trip", bits, operand=register)
+        return Atom(name, "special", 32, operand=name) if name.startswith("%") and name != "%tid.x" else None
+
+    roots = [n for r in runs for m, _ in r.source for n in m]
+    roots += [Widening(a.kind, a.bits, a.inner, 0).base for r in runs for a in r.assumptions]
+    order: list[Atom] = []
+    done: set[str] = set()
+    work = [(n, False) for n in reversed(roots)]
+    while work:
+        name, ready = work.pop()
+        if name in done:
+            continue
+        found = atom_of(name)
+        if found is None:
+            return None
+        if ready:
+            done.add(name)
+            order.append(found)
+            continue
+        work.append((name, True))
+        work += [(n, False) for m, _ in found.inner for n in m if n not in done]
+    return tuple(order)

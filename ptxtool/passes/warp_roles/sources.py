@@ -28,6 +28,7 @@ Poly = tuple[tuple[tuple[str, ...], int], ...]  # sorted (monomial of atoms, coe
 Sym = tuple[int | None, Poly]  # (bits, polynomial); bits None: an immediate, of whatever width reads it
 MAX_TERMS = 64  # beyond these a value is not followed (squarings, long products): no run, not a blow-up
 MAX_DEGREE = 4
+MAX_NAME = 1000  # an atom's spelling (widenings of widenings nest): past it, not followed
 _UNIFORM_SPECIALS = ("%ctaid", "%nctaid", "%nclusterid", "%clusterid")  # the same in every thread of the block
 TID = "%tid.x"
 _INTEGER = re.compile(r"[sub](8|16|32|64)$")
@@ -120,6 +121,8 @@ def widened(kind: str, bits: int, value: Poly, to: int, wides: dict[str, Widenin
         return constant(signed(c, bits) if kind == "sext" else c, to)
     w = Widening(kind, bits, inner, signed(c, bits))
     name = f"{w.base}{w.c:+d}"
+    if len(name) > MAX_NAME:
+        return None
     wides[name] = w
     return atom(name)
 
@@ -150,6 +153,8 @@ class SourceTrace(FillTrace):
         self.cvtas: dict[str, Poly] = {}  # cvta atom -> the value converted
         self.known: dict[str, tuple[int, ...]] = {}  # atom of a register known per thread -> its values
         self.varies: dict[str, bool] = {}
+        self.params: dict[str, tuple[str, int]] = {}  # param atom -> its address (`name+disp`) and bits
+        self.trips: dict[str, tuple[str, int]] = {}  # trip atom -> the register (as the loop reads it) and bits
         self.carried: dict[str, bool] = {}  # register key -> its step is proven the same in every thread
         self.steps_of = {iv.register: iv.step for iv in found.loop.induction}
 
@@ -242,6 +247,7 @@ class SourceTrace(FillTrace):
             return value
         if nested or not self.uniform_step(key):  # before the loop, a value the loop set is not a trip's
             return None
+        self.trips[f"trip:{key}"] = (operand.text, value[0])
         return value[0], plus(value[1], atom(f"trip:{key}"), value[0])
 
     def uniform_step(self, key: str) -> bool:
@@ -305,11 +311,15 @@ class SourceTrace(FillTrace):
         w = self.wides[name]
         inner = self.substitute(w.inner, w.bits)
         body = plus(inner, constant(w.c, w.bits), w.bits)
-        return None if body is None else reduced(widened(w.kind, w.bits, body, bits, self.wides), bits)
+        if body is None or (again := widened(w.kind, w.bits, body, bits, self.wides)) is None:
+            return None
+        return reduced(again, bits)
 
-    def cvta(self, value: Poly) -> Poly:
+    def cvta(self, value: Poly) -> Poly | None:
         """The atom of `cvta.to.global` of `value` (not modelled: the ISA does not make it linear)."""
         name = f"cvta({render(value)})"
+        if len(name) > MAX_NAME:
+            return None
         self.cvtas[name] = value
         return atom(name)
 
@@ -344,6 +354,8 @@ class SourceTrace(FillTrace):
         if family == "ld" and "param" in i.modifiers and isinstance(i.operands[1], ast.Address):
             bits = _bits(i.modifiers[-1])
             name = f"param:{i.operands[1].base.text}+{ast.displacement(i.operands[1])}"
+            if bits:
+                self.params[name] = (f"{i.operands[1].base.text}+{ast.displacement(i.operands[1])}", bits)
             return (bits, atom(name)) if bits else None
         if isa.memory_accesses(i):
             return None
@@ -352,7 +364,7 @@ class SourceTrace(FillTrace):
         if not words or any(a is None for a in args):
             return None
         if family == "cvta" and "to" in i.modifiers and "global" in i.modifiers and len(args) == 1:
-            return 64, self.cvta(args[0][1])  # type: ignore[index]
+            return None if (address := self.cvta(args[0][1])) is None else (64, address)  # type: ignore[index]
         if family == "cvt" and len(words) == 2 and len(args) == 1 and set(i.modifiers) <= {f"{k}{b}" for k, b in words}:
             (_, to), (kind, bits) = words
             return self.converted(args[0], "sext" if kind == "s" else "zext", bits, to)  # type: ignore[arg-type]
@@ -411,7 +423,7 @@ class SourceTrace(FillTrace):
             return None
         if to <= bits:
             return (to, r) if (r := reduced(source[1], to)) is not None else None
-        return to, widened(kind, bits, source[1], to, self.wides)  # type: ignore[return-value]
+        return None if (wide := widened(kind, bits, source[1], to, self.wides)) is None else (to, wide)
 
     def register_bits(self, at: int, operand: ast.Operand) -> int | None:
         """The bits of the register op `at` reads (None: not a register)."""

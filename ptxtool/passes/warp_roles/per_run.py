@@ -1,0 +1,119 @@
+"""The bulk producers' per-run check (split-bulk): each trip the atoms of the runs' sources (footprint.py) are computed
+once in 64-bit registers, then lane r mod 32 evaluates run r's source polynomial, checks it 16-byte aligned and each
+of the run's no-wrap assumptions (two compares each), and keeps it for the run's bulk copy. O(runs + atoms)
+instructions a trip, where the per-word check replays every consumer thread's staging.
+
+Exact: every atom's register holds its value modulo 2^bits of its width (a 32-bit parameter, %ctaid, a 32-bit trip
+offset zero-extended), a polynomial of them evaluated with 64-bit ring arithmetic is exact modulo 2^64 and so modulo
+the 2^bits of a narrower polynomial; a widening is then applied exactly (`and` with 2^bits - 1, or shl/shr.s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptxtool.passes.warp_roles.footprint import Atom, Footprint
+from ptxtool.passes.warp_roles.sources import Poly, Widening, signed
+
+MAX_RUNS = 64  # the per-run code is straight-line per run: beyond this many, the per-word check
+WARP = 32
+_LOADS = {16: ("u16", "%wr_h16"), 32: ("u32", "%wr_h32")}
+
+
+@dataclass(frozen=True)
+class RunCode:
+    """`start` before the loop (each trip register's value then), `evaluate` per trip (atoms, each lane's runs'
+    sources into %wr_run<j>, %wr_ok false where a run is misaligned or an assumption fails), `declarations`."""
+
+    start: str
+    evaluate: str
+    declarations: str
+    sources: int  # %wr_run<j>: run lane + 32 j
+
+
+def _immediate(value: int) -> str:
+    return str(signed(value, 64))
+
+
+def _evaluated(value: Poly, into: str, index: dict[str, int]) -> list[str]:
+    """`into` = `value` (64-bit ring arithmetic on the atoms' registers)."""
+    lines = [f"mov.s64 {into}, {_immediate(dict(value).get((), 0))};"]
+    for monomial, coefficient in value:
+        if not monomial:
+            continue
+        lines.append(f"mov.b64 %wr_mul, %wr_at{index[monomial[0]]};")
+        lines += [f"mul.lo.s64 %wr_mul, %wr_mul, %wr_at{index[name]};" for name in monomial[1:]]
+        if coefficient != 1:
+            lines.append(f"mul.lo.s64 %wr_mul, %wr_mul, {_immediate(coefficient)};")
+        lines.append(f"add.s64 {into}, {into}, %wr_mul;")
+    return lines
+
+
+def _atom_code(k: int, atom: Atom, index: dict[str, int], inits: dict[str, tuple[str, int]]) -> list[str] | None:
+    """%wr_at<k> = the atom's value this trip (None: a kind or width not evaluated)."""
+    into = f"%wr_at{k}"
+    if atom.kind == "param" and atom.bits == 64:
+        return [f"ld.param.u64 {into}, [{atom.operand}];"]
+    if atom.kind == "param" and atom.bits in _LOADS:
+        word, helper = _LOADS[atom.bits]
+        return [f"ld.param.{word} {helper}, [{atom.operand}];", f"cvt.u64.{word} {into}, {helper};"]
+    if atom.kind == "special":
+        return [f"mov.u32 %wr_h32, {atom.operand};", f"cvt.u64.u32 {into}, %wr_h32;"]
+    if atom.kind == "trip" and atom.name in inits:
+        init, bits = inits[atom.name]
+        if bits == 64:
+            return [f"sub.s64 {into}, {atom.operand}, {init};"]
+        return [f"sub.s32 %wr_h32, {atom.operand}, {init};", f"cvt.u64.u32 {into}, %wr_h32;"]
+    if atom.kind == "cvta":
+        return [*_evaluated(atom.inner, "%wr_ev", index), f"cvta.to.global.u64 {into}, %wr_ev;"]
+    if atom.kind == "zext" and atom.bits < 64:
+        return [*_evaluated(atom.inner, "%wr_ev", index), f"and.b64 {into}, %wr_ev, {(1 << atom.bits) - 1};"]
+    if atom.kind == "sext" and atom.bits < 64:
+        shift = 64 - atom.bits
+        return [
+            *_evaluated(atom.inner, "%wr_ev", index),
+            f"shl.b64 {into}, %wr_ev, {shift};",
+            f"shr.s64 {into}, {into}, {shift};",
+        ]
+    return None
+
+
+def _fails(condition: str) -> list[str]:
+    return [f"{condition};", "@%wr_q mov.pred %wr_ok, 0;"]
+
+
+def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
+    """The per-run check of `found`'s runs, or None where an atom is not one the producers can compute (then the
+    per-word check stays). `registers`: the kernel's register names (a trip register must be one)."""
+    atoms = found.atoms
+    if atoms is None or not found.runs or len(found.runs) > MAX_RUNS:
+        return None
+    index = {a.name: k for k, a in enumerate(atoms)}
+    trips = [a for a in atoms if a.kind == "trip"]
+    if any(a.operand not in registers or a.bits not in (32, 64) for a in trips):
+        return None
+    inits = {a.name: (f"%wr_init{n}", a.bits) for n, a in enumerate(trips)}
+    code: list[str] = []
+    for k, atom in enumerate(atoms):
+        lines = _atom_code(k, atom, index, inits)
+        if lines is None:
+            return None
+        code += lines
+    for r, run in enumerate(found.runs):
+        code += [f"setp.ne.u32 %wr_q, %wr_vtid, {r % WARP};", f"@%wr_q bra $__wr_run{r};"]
+        code += _evaluated(run.source, "%wr_sum", index)
+        code += ["and.b64 %wr_mul, %wr_sum, 15;", *_fails("setp.ne.s64 %wr_q, %wr_mul, 0")]
+        for a in run.assumptions:
+            base = index[Widening(a.kind, a.bits, a.inner, 0).base]
+            low, high = (0, 1 << a.bits) if a.kind == "zext" else (-(1 << (a.bits - 1)), 1 << (a.bits - 1))
+            code += [f"add.s64 %wr_mul, %wr_at{base}, {a.low};", *_fails(f"setp.lt.s64 %wr_q, %wr_mul, {low}")]
+            code += [f"add.s64 %wr_mul, %wr_at{base}, {a.high};", *_fails(f"setp.ge.s64 %wr_q, %wr_mul, {high}")]
+        code += [f"mov.b64 %wr_run{r // WARP}, %wr_sum;", f"$__wr_run{r}:"]
+    sources = -(-len(found.runs) // WARP)
+    declared = [
+        f".reg .b64 %wr_at<{max(len(atoms), 1)}>, %wr_run<{sources}>, %wr_sum, %wr_ev, %wr_mul;",
+        ".reg .b32 %wr_h32;",
+        ".reg .b16 %wr_h16;",
+        *(f".reg .b{bits} {init};" for init, bits in inits.values()),
+    ]
+    start = "\n".join(f"mov.b{a.bits} {inits[a.name][0]}, {a.operand};" for a in trips)
+    return RunCode(start, "\n".join(code), "\n".join(declared), sources)
