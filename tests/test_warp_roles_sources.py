@@ -156,3 +156,33 @@ def test_without_the_assumption_check_the_wrapping_block_copies_the_wrong_bytes(
     expected, _ = _simulated(WRAPPING, 65472)
     got, issued = _simulated(broken, 65472)
     assert issued == 4 and got != expected
+
+
+# the loop carries a 32-bit element index (+128 a trip) and the staging part widens it: the trip offset is a 32-bit
+# atom inside the widening, as in nvcc's stencil and attention kernels
+INDEXED = _planted(
+    (
+        "\tld.global.nc.f32 \t%f2, [%rd5];\n",
+        "\tmul.wide.u32 \t%rd4, %r5, 4;\n\tadd.s64 \t%rd9, %rd3, %rd4;\n\tld.global.nc.f32 \t%f2, [%rd9];\n",
+    ),
+    ("\tadd.s64 \t%rd5, %rd5, 512;\n", "\tadd.s32 \t%r5, %r5, 128;\n"),
+)
+
+
+def test_a_32_bit_index_carried_by_the_loop() -> None:
+    """INDEXED: one run whose widening holds the 32-bit trip offset (sub.s32 from the index captured on trip 0);
+    on the simulator every trip of both blocks is a bulk copy, 16-byte aligned, 4 bytes off: none, and the bits are
+    the input's either way."""
+    from test_pass_warp_roles_bulk import _simulated as simulated
+
+    laid = _footprint(INDEXED)
+    assert isinstance(laid, Footprint), laid
+    (run,) = laid.runs
+    assert [a.kind for a in laid.atoms or ()].count("trip") == 1 and any("trip:%r5" in str(a.inner) for a in laid.atoms)
+    out, report = _split(INDEXED)
+    assert out is not None, report.skipped
+    assert "sub.s32 %wr_h32, %r5, %wr_init0;" in out
+    for shift, bulk in ((0, 6), (4, 0)):
+        expected, _ = simulated(INDEXED, 3, shift)
+        got, issued = simulated(out, 3, shift)
+        assert got == expected and issued == bulk, (shift, issued)

@@ -317,7 +317,6 @@ def _per_run_staging(
         f"$__wr_staged:\n{NOINC}",
         "cp.async.wait_all;",
         check=check if checking else None,
-        before="mov.pred %wr_ok, 1;",
+        before=f"mov.pred %wr_ok, 1;\n{plan.start}" if plan.start else "mov.pred %wr_ok, 1;",
         decide=decide,
-        start=plan.start,
     )

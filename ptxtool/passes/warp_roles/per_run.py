@@ -21,8 +21,9 @@ _LOADS = {16: ("u16", "%wr_h16"), 32: ("u32", "%wr_h32")}
 
 @dataclass(frozen=True)
 class RunCode:
-    """`start` before the loop (each trip register's value then), `evaluate` per trip (atoms, each lane's runs'
-    sources into %wr_run<j>, %wr_ok false where a run is misaligned or an assumption fails), `declarations`."""
+    """`start` at the top of each trip (on trip 0: each trip register's value as the loop found it), `evaluate`
+    per trip (atoms, each lane's runs' sources into %wr_run<j>, %wr_ok false where a run is misaligned or an
+    assumption fails), `declarations`."""
 
     start: str
     evaluate: str
@@ -115,5 +116,6 @@ def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
         ".reg .b16 %wr_h16;",
         *(f".reg .b{bits} {init};" for init, bits in inits.values()),
     ]
-    start = "\n".join(f"mov.b{a.bits} {inits[a.name][0]}, {a.operand};" for a in trips)
+    first = "setp.eq.u32 %wr_q, %wr_k, 0;\n"  # trip 0: the registers as the loop found them
+    start = first + "\n".join(f"@%wr_q mov.b{a.bits} {inits[a.name][0]}, {a.operand};" for a in trips) if trips else ""
     return RunCode(start, "\n".join(code), "\n".join(declared), sources)

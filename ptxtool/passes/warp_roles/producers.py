@@ -37,7 +37,6 @@ class Staging:
     end: str = ""
     check: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]] | None = None  # a first pass (bulk_producers)
     before: str = ""  # after the empty wait, before the `check` pass
-    start: str = ""  # after the code before the loop
     decide: str = ""  # after the `check` pass, before the staging pass
 
 
@@ -231,7 +230,6 @@ def producer_code(
     arrive = f"{full}\n{staging.arrive.format(space=forms.space)}\nadd.u32 %wr_k, %wr_k, 1;"
     return [
         *copies("pre"),
-        *(statements(staging.start, forms.target) if staging.start else ()),
         *once("header"),
         *statements(wait),
         *(statements(staging.before, forms.target) if staging.before else ()),

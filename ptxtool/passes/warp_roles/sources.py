@@ -349,14 +349,20 @@ class SourceTrace(FillTrace):
         exactly (modulo 2^bits of its type)."""
         i = self.ops[at].instruction
         family = isa.family(i)
-        if i.guard is not None or not i.operands:
-            return None
+        if i.guard is not None or not i.operands or not isinstance(i.operands[0], ast.Name):
+            return None  # one register defined (not a vector's)
         if family == "ld" and "param" in i.modifiers and isinstance(i.operands[1], ast.Address):
-            bits = _bits(i.modifiers[-1])
-            name = f"param:{i.operands[1].base.text}+{ast.displacement(i.operands[1])}"
-            if bits:
-                self.params[name] = (f"{i.operands[1].base.text}+{ast.displacement(i.operands[1])}", bits)
-            return (bits, atom(name)) if bits else None
+            base, bits = i.operands[1].base, _bits(i.modifiers[-1])
+            if (
+                not isinstance(base, ast.Name)
+                or self.key(at, base.text) is not None
+                or not bits
+                or len(i.modifiers) != 2
+            ):
+                return None  # a parameter by its name, one scalar integer (not through a register)
+            address = f"{base.text}+{ast.displacement(i.operands[1])}"
+            self.params[f"param:{address}"] = (address, bits)
+            return bits, atom(f"param:{address}")
         if isa.memory_accesses(i):
             return None
         words = [(m[0], int(m[1:])) for m in i.modifiers if _INTEGER.match(m)]
