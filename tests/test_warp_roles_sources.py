@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
 from test_pass_warp_roles import STAGED
 from test_pass_warp_roles_bulk import _split
 
@@ -169,20 +170,26 @@ INDEXED = _planted(
 )
 
 
-def test_a_32_bit_index_carried_by_the_loop() -> None:
-    """INDEXED: one run whose widening holds the 32-bit trip offset (sub.s32 from the index captured on trip 0);
-    on the simulator every trip of both blocks is a bulk copy, 16-byte aligned, 4 bytes off: none, and the bits are
-    the input's either way."""
+@pytest.mark.parametrize("kind", ["zext", "sext"])
+def test_a_32_bit_index_carried_by_the_loop(kind: str) -> None:
+    """INDEXED (mul.wide.u32, or .s32: sign-extended by shl/shr.s in the producer): one run whose widening holds the
+    32-bit trip offset (sub.s32 from the index captured on trip 0); on the simulator every trip of both blocks is a
+    bulk copy, 16-byte aligned, 4 bytes off: none, and the bits are the input's either way."""
     from test_pass_warp_roles_bulk import _simulated as simulated
 
-    laid = _footprint(INDEXED)
+    text = (
+        INDEXED if kind == "zext" else INDEXED.replace("mul.wide.u32 \t%rd4, %r5, 4;", "mul.wide.s32 \t%rd4, %r5, 4;")
+    )
+    assert kind == "zext" or text != INDEXED
+    laid = _footprint(text)
     assert isinstance(laid, Footprint), laid
     (run,) = laid.runs
     assert [a.kind for a in laid.atoms or ()].count("trip") == 1 and any("trip:%r5" in str(a.inner) for a in laid.atoms)
-    out, report = _split(INDEXED)
+    assert [a.kind for a in run.assumptions] == [kind]
+    out, report = _split(text)
     assert out is not None, report.skipped
-    assert "sub.s32 %wr_h32, %r5, %wr_init0;" in out
+    assert "sub.s32 %wr_h32, %r5, %wr_init0;" in out and ("shr.s64" in out) == (kind == "sext")
     for shift, bulk in ((0, 6), (4, 0)):
-        expected, _ = simulated(INDEXED, 3, shift)
+        expected, _ = simulated(text, 3, shift)
         got, issued = simulated(out, 3, shift)
         assert got == expected and issued == bulk, (shift, issued)

@@ -154,7 +154,7 @@ class SourceTrace(FillTrace):
         self.known: dict[str, tuple[int, ...]] = {}  # atom of a register known per thread -> its values
         self.varies: dict[str, bool] = {}
         self.params: dict[str, tuple[str, int]] = {}  # param atom -> its address (`name+disp`) and bits
-        self.trips: dict[str, tuple[str, int]] = {}  # trip atom -> the register (as the loop reads it) and bits
+        self.trips: dict[str, tuple[str, int]] = {}  # trip atom -> the register (outermost scope's) and bits
         self.carried: dict[str, bool] = {}  # register key -> its step is proven the same in every thread
         self.steps_of = {iv.register: iv.step for iv in found.loop.induction}
 
@@ -247,7 +247,7 @@ class SourceTrace(FillTrace):
             return value
         if nested or not self.uniform_step(key):  # before the loop, a value the loop set is not a trip's
             return None
-        self.trips[f"trip:{key}"] = (operand.text, value[0])
+        self.trips[f"trip:{key}"] = (operand.text if key == operand.text else "", value[0])  # "": a nested scope's
         return value[0], plus(value[1], atom(f"trip:{key}"), value[0])
 
     def uniform_step(self, key: str) -> bool:
