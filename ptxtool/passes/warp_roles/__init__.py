@@ -326,8 +326,10 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                             f"run{'s' if len(runs.runs) > 1 else ''} of "
                             f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.expect_tx)"
                             f"{f', {runs.loose} with cp.async' if runs.loose else ''}; "
-                            "a trip whose runs are not contiguous and 16-byte aligned in global memory, or that "
-                            "zero-fills a word, is staged with cp.async instead (checked on every trip)"
+                            "runs proven contiguous in global memory while their 32-bit indices do not wrap; a "
+                            f"trip whose runs are not 16-byte aligned, whose indices wrap "
+                            f"({sum(len(r.assumptions) for r in runs.runs)} no-wrap checks) or that zero-fills a "
+                            "word is staged with cp.async instead (checked on every trip)"
                         ]
                         if runs is not None
                         else []
