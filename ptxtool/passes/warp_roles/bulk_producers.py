@@ -5,8 +5,11 @@ trip's bytes as runs of contiguous shared bytes with contiguous global sources (
 
 and the bytes no run holds ("loose": sgemm's transposed A tile) by cp.async, as split-async copies them.
 
-What the PTX cannot tell (each run's global source contiguous and 16-byte aligned, every word of it on the load
-path rather than zero-filled, on this trip and for these parameters) the producer warp checks at run time first:
+What the PTX cannot tell (each run's source 16-byte aligned, its indices not wrapping, every word of it on the load
+path rather than zero-filled, on this trip and for these parameters) the producer warp checks at run time first.
+The per-run check (per_run.py; up to 64 runs whose atoms it computes): each lane evaluates its runs' sources and
+no-wrap assumptions (footprint.py proved the rest), and a check pass replays the consumer threads' staging only
+for loose words' cp.asyncs, zero-fill flags, or registers the tail reads. Else the per-word check:
 it replays every consumer thread's staging (the check pass, issuing the loose words' cp.asyncs only), and for
 each word w of run r takes b = src(w) - (offset(w) - start(r)), the run's base as that word implies it; the least
 and the greatest b over the run's words (32-bit shared reductions on its low and its high word, which ptxas
@@ -166,17 +169,7 @@ def bulk_staging(
     by_store = {c.store: c for c in copies}
 
     def locate(store: ast.Instruction) -> str:
-        """%wr_o = the store's offset in the slot, %wr_ri = the run that holds it (%wr_loose: none, where some bytes
-        are loose)."""
-        address = store.operands[0]
-        assert isinstance(address, ast.Address)
-        base = address.base.text if isinstance(address.base, ast.Name) else RING
-        take = f"cvt.u32.u64 %wr_o, {base};" if wide(base) else f"mov.u32 %wr_o, {base};"
-        loose = f"\nsetp.eq.u32 %wr_loose, %wr_ri, {NO_RUN};" if found.loose else ""
-        return (
-            f"{take}\nadd.s32 %wr_o, %wr_o, {ast.displacement(address)};\nmov.u32 %wr_rb, {RING};\n"
-            f"sub.u32 %wr_o, %wr_o, %wr_rb;\nshr.u32 %wr_st, %wr_o, 4;\n{_entry(run, '%wr_st', '%wr_ri')}{loose}"
-        )
+        return _locate(run, store, wide, bool(found.loose))
 
     def copied(index: int, i: ast.Instruction, loose: bool) -> tuple[ast.Statement, ...]:
         """The store's cp.async, for the loose words only (`loose`) or for the run words only."""
