@@ -193,3 +193,33 @@ def test_a_32_bit_index_carried_by_the_loop(kind: str) -> None:
         expected, _ = simulated(text, 3, shift)
         got, issued = simulated(out, 3, shift)
         assert got == expected and issued == bulk, (shift, issued)
+
+
+# the 16-bit index is ctaid * k + 1000, the same in every thread (tid added in 64 bits): one c for the whole run,
+# so the words cancel whatever wraps, but the source the producers evaluate is zext16(ctaid * k) + 1000
+ONE_C = _planted(
+    ("\t.param .u32 staged_n\n", "\t.param .u32 staged_n,\n\t.param .u32 staged_k\n"),
+    ("\t.reg .pred \t%p<4>;", "\t.reg .pred \t%p<4>;\n\t.reg .b16 \t%rs<4>;"),
+    (
+        "\tmul.lo.s32 \t%r4, %r3, %r1;\n\tshl.b32 \t%r4, %r4, 7;\n\tadd.s32 \t%r5, %r4, %r2;\n"
+        "\tmul.wide.u32 \t%rd4, %r5, 4;\n",
+        "\tld.param.u32 \t%r13, [staged_k];\n\tmul.lo.s32 \t%r4, %r3, %r13;\n\tcvt.u16.u32 \t%rs1, %r4;\n"
+        "\tadd.s16 \t%rs3, %rs1, 1000;\n\tmul.wide.u16 \t%r5, %rs3, 4;\n\tcvt.u64.u32 \t%rd4, %r5;\n"
+        "\tmul.wide.u32 \t%rd9, %r2, 4;\n\tadd.s64 \t%rd4, %rd4, %rd9;\n",
+    ),
+)
+
+
+def test_one_c_for_the_whole_run_is_still_checked() -> None:
+    """ONE_C: the run's 16-bit widening is used with c = 1000 alone, still an assumption; block 1 with k = 65000
+    wraps (66000 mod 2^16), so its trips fall back and the bits are the input's (a + 4 * 464, not a + 4 * 66000)."""
+    laid = _footprint(ONE_C)
+    assert isinstance(laid, Footprint), laid
+    (run,) = laid.runs
+    assert ("zext", 16, 1000, 1000) in {(a.kind, a.bits, a.low, a.high) for a in run.assumptions}
+    out, report = _split(ONE_C)
+    assert out is not None, report.skipped
+    for k, bulk in ((128, 4), (65000, 2)):
+        expected, _ = _simulated(ONE_C, k)
+        got, issued = _simulated(out, k)
+        assert got == expected and issued == bulk, (k, issued)

@@ -8,8 +8,8 @@ trimmed to 16-byte boundaries of the slot (the ISA's rule for bulk copies). The 
 Proven here, on the shared side: every thread writes the same bytes on every trip (fills.py) and no two writes of a
 trip share a byte (a bulk copy writes each byte once). On the global side, statically: the sources (exact modulo
 2^64) of a run's words differ by exactly their offsets once each widening atom `zext32(A+c)` is taken as
-`zext32(A) + c`, which holds while A + c does not wrap for the c the run's words use: each such widening whose c
-varies within the run is the run's `Assumption`, two compares at run time. What the PTX cannot tell (the
+`zext32(A) + c`, which holds while A + c does not wrap for the c the run's words use: each such widening (but one
+used with c = 0 alone) is the run's `Assumption`, two compares at run time. What the PTX cannot tell (the
 assumptions, 16-byte alignment, zero-filled words) is checked at run time on every trip, falling back to cp.async
 for a trip where it does not hold (bulk_producers.py).
 """
@@ -215,9 +215,10 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
 
 
 def _assumed(uses: Uses) -> tuple[Assumption, ...]:
-    """The run's widenings whose c varies: where one c is used, `w(A+c)` is `w(A) + c` by definition."""
+    """The run's widenings but those used with c = 0 alone (`w(A+0)` is `w(A)`): with one c the words still cancel,
+    but the producers evaluate the source as `w(A) + c`, which is the address only where A + c does not wrap."""
     return tuple(
-        Assumption(w.kind, w.bits, w.inner, low, high) for _, (w, low, high) in sorted(uses.items()) if low < high
+        Assumption(w.kind, w.bits, w.inner, low, high) for _, (w, low, high) in sorted(uses.items()) if low or high
     )
 
 
