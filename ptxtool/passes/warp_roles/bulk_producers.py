@@ -266,6 +266,7 @@ def _per_run_staging(
     capture = copying(copies, registers, lambda i: relocated(i, wide))
     by_store = {c.store: c for c in copies}
     loose = bool(found.loose)
+    flagged = any(r.loaded is None for r in found.runs) and any(c.zero_fill for c in copies)  # else proven per run
 
     def copied(index: int, i: ast.Instruction, of_loose: bool) -> tuple[ast.Statement, ...]:
         *moved, cp = capture(index, i)
@@ -279,7 +280,7 @@ def _per_run_staging(
         if copy is None:
             return capture(index, i)
         code = _locate(run, i, wide, True) if loose else ""
-        if copy.zero_fill:
+        if copy.zero_fill and flagged:
             code += f"\n{'@!%wr_loose ' if loose else ''}and.pred %wr_ok, %wr_ok, {copy.flag};"
         return (*(statements(code) if code else ()), *(copied(index, i, True) if loose else ()))
 
@@ -288,7 +289,7 @@ def _per_run_staging(
             return capture(index, i)
         return (*statements(_locate(run, i, wide, True)), *copied(index, i, False))
 
-    checking = loose or replays or any(c.zero_fill for c in copies)
+    checking = loose or replays or flagged
     issue = []
     for j in range(plan.sources):
         issue.append(

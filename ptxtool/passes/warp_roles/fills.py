@@ -162,13 +162,16 @@ class FillTrace:
             way = dict(state)
             self.run(tid, start, join, way, [], (*forks, at))
             ways.append(way)
-        first, second = ways
+        self.joined(at, state, *ways)
+        return join
+
+    def joined(self, at: int, state: _State, first: _State, second: _State) -> None:
+        """`state` after the branch at op `at` ran both ways (`first`: taken): the values both ways agree on."""
         for key in first.keys() | second.keys():
             if key not in first or key not in second or first[key] != second[key]:
                 state[key] = None
             else:
                 state[key] = first[key]
-        return join
 
     def store(
         self, tid: int, at: int, taken: bool | None, state: _State, out: list[Write], forks: tuple[int, ...]

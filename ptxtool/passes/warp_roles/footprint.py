@@ -16,11 +16,12 @@ for a trip where it does not hold (bulk_producers.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa.targets import BULK_COPY_ALIGN, MBARRIER_TX_COUNT_MAX
+from ptxtool.passes.warp_roles.conditions import TRUE, Cond
 from ptxtool.passes.warp_roles.copies import AsyncCopy, staging_trace
 from ptxtool.passes.warp_roles.emit import ring_layout
 from ptxtool.passes.warp_roles.fills import Refused
@@ -35,6 +36,7 @@ from ptxtool.passes.warp_roles.sources import (
     signed,
     times,
 )
+from ptxtool.passes.warp_roles.zero_fill import MAX_BOUNDS, Proof, bounds, run_proof
 
 NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (its words, if any, are loose)
 
@@ -60,6 +62,7 @@ class Run:
     size: int
     source: Poly = ()
     assumptions: tuple[Assumption, ...] = ()
+    loaded: Proof | None = TRUE  # every word of the run loaded, not zero-filled, where this holds (None: not proven)
 
 
 Uses = dict[str, tuple[Widening, int, int]]  # a widening's base atom -> the widening, least and greatest c
@@ -139,8 +142,9 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
     """The runs of one trip's staging writes over all threads, or (line, why none is bulk-copyable)."""
     offsets, slot = ring_layout(found)
     trace, threads = staging_trace(cfg, found)
-    sourcing = SourceTrace(cfg, found, trace, {c.store: c.load for c in copies})
+    sourcing = SourceTrace(cfg, found, trace, copies)
     words: list[tuple[int, int, str, int, int, Poly | None]] = []  # slot offset, size, buffer, thread, store, source
+    loads: dict[int, Cond | None] = {}  # slot offset -> the word's load condition
     for tid in range(threads):
         try:
             written = sourcing.sources(tid)
@@ -150,6 +154,7 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
             (offsets[x.write.buffer] + x.write.offset, x.write.size, x.write.buffer, tid, x.write.store, x.source)
             for x in written
         ]
+        loads.update((offsets[x.write.buffer] + x.write.offset, x.loaded) for x in written)
     if not words:
         return cfg.linear.ops[found.stores[0]].line, "the staging stores write no bytes on a trip"
     words.sort(key=lambda w: (w[0], w[3]))
@@ -210,8 +215,18 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
     for r, run in enumerate(runs):
         for g in range(run.start // BULK_COPY_ALIGN, (run.start + run.size) // BULK_COPY_ALIGN):
             granules[g] = r
+    runs = _proven(runs, loads)
     bases = {w.base: w for *_, uses in pieces for w, _, _ in uses.values()}
     return Footprint(tuple(runs), tuple(granules), loose, _atoms(runs, bases, sourcing))
+
+
+def _proven(runs: list[Run], loads: dict[int, Cond | None]) -> list[Run]:
+    """The runs with the proof that their words are all loaded (zero_fill.py), where one is found for every run and
+    they check at most MAX_BOUNDS compares together; else none proven."""
+    proofs = [run_proof([c for o, c in loads.items() if r.start <= o < r.start + r.size]) for r in runs]
+    if None in proofs or sum(len(bounds(p)) for p in proofs) > MAX_BOUNDS:  # type: ignore[arg-type]
+        return [replace(r, loaded=None) for r in runs]
+    return [replace(r, loaded=p) for r, p in zip(runs, proofs, strict=True)]
 
 
 def _assumed(uses: Uses) -> tuple[Assumption, ...]:
@@ -243,6 +258,8 @@ def _atoms(runs: list[Run], bases: dict[str, Widening], sourcing: SourceTrace) -
         return Atom(name, "special", 32, operand=name) if name.startswith("%") and name != "%tid.x" else None
 
     roots = [n for r in runs for m, _ in r.source for n in m]
+    compared = [b for r in runs if r.loaded is not None for b in bounds(r.loaded)]
+    roots += [n for b in compared for m, _ in (*b.varying, *b.bound) for n in m]
     roots += [Widening(a.kind, a.bits, a.inner, 0).base for r in runs for a in r.assumptions]
     order: list[Atom] = []
     done: set[str] = set()

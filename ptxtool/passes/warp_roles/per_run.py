@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxtool.passes.warp_roles.conditions import TRUE
 from ptxtool.passes.warp_roles.footprint import Atom, Footprint
 from ptxtool.passes.warp_roles.sources import Poly, Widening, signed
+from ptxtool.passes.warp_roles.zero_fill import Bound, Proof
 
 MAX_RUNS = 64  # the per-run code is straight-line per run: beyond this many, the per-word check
 WARP = 32
@@ -82,6 +84,45 @@ def _fails(condition: str) -> list[str]:
     return [f"{condition};", "@%wr_q mov.pred %wr_ok, 0;"]
 
 
+def _extended(into: str, signed_: bool, bits: int) -> list[str]:
+    """`into` (a 64-bit value modulo 2^bits) as the `bits`-bit type reads it: zero- or sign-extended, exactly."""
+    if bits == 64:
+        return []
+    if not signed_:
+        return [f"and.b64 {into}, {into}, {(1 << bits) - 1};"]
+    return [f"shl.b64 {into}, {into}, {64 - bits};", f"shr.s64 {into}, {into}, {64 - bits};"]
+
+
+def _proof_code(proof: Proof, index: dict[str, int], preds: list[str]) -> list[str]:
+    """`%wr_g<n>` (n: the length of `preds` on entry, where it appends it) = `proof` (zero_fill.py) on this trip's
+    atoms."""
+    into = f"%wr_g{len(preds)}"
+    preds.append(into)
+    if not isinstance(proof, Bound):
+        left = f"%wr_g{len(preds)}"
+        code = _proof_code(proof[1], index, preds)
+        right = f"%wr_g{len(preds)}"
+        code += _proof_code(proof[2], index, preds)
+        return [*code, f"{proof[0]}.pred {into}, {left}, {right};"]
+    b = proof
+    word = "s64" if b.signed or b.bits < 64 else "u64"
+    code = [*_evaluated(b.bound, "%wr_bd", index), *_extended("%wr_bd", b.signed, b.bits)]
+    code += _evaluated(b.varying, "%wr_lo", index)
+    if b.low == b.high:  # one k: the compare itself, P + k taken modulo 2^bits
+        code += [f"add.s64 %wr_lo, %wr_lo, {b.low};", *_extended("%wr_lo", b.signed, b.bits)]
+        return [*code, f"setp.{b.op}.{word} {into}, %wr_lo, %wr_bd;"]
+    least, past = (-(1 << (b.bits - 1)), 1 << (b.bits - 1)) if b.signed else (0, 1 << b.bits)
+    code += _extended("%wr_lo", b.signed, b.bits)
+    code += [f"add.s64 %wr_hi, %wr_lo, {b.high};", f"add.s64 %wr_lo, %wr_lo, {b.low};"]
+    return [  # P + k does not wrap for k in [low, high]; then the compare is monotone in k: both ends
+        *code,
+        f"setp.ge.s64 {into}, %wr_lo, {least};",
+        f"setp.lt.and.s64 {into}, %wr_hi, {past}, {into};",
+        f"setp.{b.op}.and.s64 {into}, %wr_lo, %wr_bd, {into};",
+        f"setp.{b.op}.and.s64 {into}, %wr_hi, %wr_bd, {into};",
+    ]
+
+
 def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
     """The per-run check of `found`'s runs, or None where an atom is not one the producers can compute (then the
     per-word check stays). `registers`: the kernel's register names (a trip register must be one)."""
@@ -94,6 +135,8 @@ def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
         return None
     inits = {a.name: (f"%wr_init{n}", a.bits) for n, a in enumerate(trips)}
     code: list[str] = []
+    preds: list[str] = []
+    width = 0
     for k, atom in enumerate(atoms):
         lines = _atom_code(k, atom, index, inits)
         if lines is None:
@@ -108,10 +151,17 @@ def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
             low, high = (0, 1 << a.bits) if a.kind == "zext" else (-(1 << (a.bits - 1)), 1 << (a.bits - 1))
             code += [f"add.s64 %wr_mul, %wr_at{base}, {a.low};", *_fails(f"setp.lt.s64 %wr_q, %wr_mul, {low}")]
             code += [f"add.s64 %wr_mul, %wr_at{base}, {a.high};", *_fails(f"setp.ge.s64 %wr_q, %wr_mul, {high}")]
+        if run.loaded is not None and run.loaded != TRUE:  # a word of the run zero-filled: the trip falls back
+            code += _proof_code(run.loaded, index, preds)
+            code += ["@!%wr_g0 mov.pred %wr_ok, 0;"]
+            width = max(width, len(preds))
+            preds = []
         code += [f"mov.b64 %wr_run{r // WARP}, %wr_sum;", f"$__wr_run{r}:"]
     sources = -(-len(found.runs) // WARP)
     declared = [
         f".reg .b64 %wr_at<{max(len(atoms), 1)}>, %wr_run<{sources}>, %wr_sum, %wr_ev, %wr_mul;",
+        ".reg .b64 %wr_lo, %wr_hi, %wr_bd;",
+        f".reg .pred %wr_g<{max(width, 1)}>;",
         ".reg .b32 %wr_h32;",
         ".reg .b16 %wr_h16;",
         *(f".reg .b{bits} {init};" for init, bits in inits.values()),

@@ -21,6 +21,9 @@ from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
 from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
+from ptxtool.isa.integer import compare_form
+from ptxtool.passes.warp_roles.conditions import FALSE, TRUE, Cond, choose, compare, conj, disj, negate
+from ptxtool.passes.warp_roles.copies import AsyncCopy
 from ptxtool.passes.warp_roles.fills import FillTrace, Write
 from ptxtool.syntax import ast
 
@@ -129,21 +132,28 @@ def widened(kind: str, bits: int, value: Poly, to: int, wides: dict[str, Widenin
 
 @dataclass(frozen=True)
 class Sourced:
-    """A staging write and the polynomial of the 64-bit global address its copy reads (None: not followed)."""
+    """A staging write, the polynomial of the 64-bit global address its copy reads (None: not followed) and the
+    condition under which it stores the loaded bytes rather than zeros (conditions.py; None: not followed)."""
 
     write: Write
     source: Poly | None
+    loaded: Cond | None = TRUE
 
 
 class SourceTrace(FillTrace):
-    """FillTrace with each register's symbolic value beside its known one (state keys ("s", key)) and each load's
-    source polynomial as it runs."""
+    """FillTrace with each register's symbolic value beside its known one (state keys ("s", key)), each predicate's
+    condition (("p", key)), each zero-filling copy's load condition as copies.py's flag follows it (("f", store)),
+    and each load's source polynomial as it runs."""
 
-    def __init__(self, cfg: CFG, found: StagedLoop, trace: FillTrace, load_of: dict[int, int]) -> None:
+    def __init__(self, cfg: CFG, found: StagedLoop, trace: FillTrace, copies: tuple[AsyncCopy, ...]) -> None:
         super().__init__(cfg, found, trace.live_in, trace.key, trace.key_def, trace.ntid)
         self.du = def_use(cfg)
-        self.load_of = load_of  # store op -> the load op its copy reads
-        self.loads = frozenset(load_of.values())
+        self.load_of = {c.store: c.load for c in copies}  # store op -> the load op its copy reads
+        self.loads = frozenset(self.load_of.values())
+        self.flags = {c.load: c for c in copies if c.zero_fill and c.select is None}
+        self.flags.update({z: c for c in copies for z in c.zeros})
+        self.selects = {c.select: c for c in copies if c.select is not None}
+        self.filling = frozenset(c.store for c in copies if c.zero_fill)
         self.last: dict[int, Poly | None] = {}  # load op -> its latest address in this thread
         self.memo: dict[int, Sym | None] = {}  # definition before the loop -> its value (%tid.x an atom)
         self.loop = range(found.staging.start, found.tail.stop)
@@ -170,11 +180,75 @@ class SourceTrace(FillTrace):
         before = len(out)
         super().store(tid, at, taken, state, out, forks)
         if len(out) > before:
-            self.sourced.append(Sourced(out[-1], self.last.get(self.load_of.get(at, -2))))
+            loaded = state.get(("f", at)) if at in self.filling else TRUE
+            self.sourced.append(Sourced(out[-1], self.last.get(self.load_of.get(at, -2)), loaded))
+
+    def joined(self, at: int, state: dict, first: dict, second: dict) -> None:
+        """Conditions and flags join as `c ? first : second` (c: the branch taken); values as fills.py's."""
+        i = self.ops[at].instruction
+        taken = self.condition(at, i.guard.predicate, state) if i.guard is not None else TRUE
+        if i.guard is not None and i.guard.negated:
+            taken = negate(taken)
+        kept = {k for k in first.keys() | second.keys() if isinstance(k, tuple) and k[0] in ("p", "f")}
+        joined = {k: choose(taken, first.get(k), second.get(k)) for k in kept}
+        super().joined(at, state, first, second)
+        state.update(joined)
+
+    def condition(self, at: int, operand: ast.Operand, state: dict) -> Cond | None:
+        """Predicate `operand` of op `at` in this thread: a known value, or its condition (None: not followed)."""
+        known = self.read(self.tid, at, operand, state)
+        if isinstance(known, bool):
+            return TRUE if known else FALSE
+        key = self.key(at, operand.text) if isinstance(operand, ast.Name) else None
+        return state.get(("p", key)) if key is not None else None
+
+    def conditions(self, at: int, state: dict, taken: bool | None) -> None:
+        """Op `at`'s effect on the predicates' conditions and the copies' flags, as copies.py's edit sets them (the
+        load: on; a zero: off; a selp: its predicate), under its guard."""
+        op = self.ops[at]
+        i = op.instruction
+        guard: Cond | None = TRUE if i.guard is None or taken else FALSE if taken is False else None
+        if i.guard is not None and taken is None:
+            guard = self.condition(at, i.guard.predicate, state)
+            guard = negate(guard) if i.guard.negated else guard
+        if at in self.flags:
+            copy = self.flags[at]
+            old = state.get(("f", copy.store))
+            state["f", copy.store] = disj(guard, old) if at == copy.load else conj(negate(guard), old)
+        if at in self.selects and guard == TRUE:
+            copy = self.selects[at]
+            chosen = self.condition(at, i.operands[3], state)
+            state["f", copy.store] = chosen if isinstance(i.operands[2], ast.Immediate) else negate(chosen)
+        if taken is False:
+            return
+        value = self.predicate(at, state) if taken else None
+        for key in op.defs:
+            state["p", key] = value
+
+    def predicate(self, at: int, state: dict) -> Cond | None:
+        """The condition an unguarded op gives its predicate: an integer compare of followed values, or and, or,
+        not, mov of conditions."""
+        i = self.ops[at].instruction
+        if i.opcode == "setp" and (form := compare_form(i)) is not None:
+            op, is_signed, bits = form
+            values = [self.symbolic(at, x, state) for x in i.operands[1:]]
+            sides = [self.at(v, bits) if v is not None else None for v in values]
+            if any(s is None for s in sides):
+                return None
+            return compare(op, is_signed, bits, sides[0][1], sides[1][1])  # type: ignore[index]
+        if "pred" not in i.modifiers or i.opcode not in ("and", "or", "not", "mov"):
+            return None
+        args = [self.condition(at, x, state) for x in i.operands[1:]]
+        if i.opcode in ("not", "mov") and len(args) == 1:
+            return negate(args[0]) if i.opcode == "not" else args[0]
+        if len(args) != 2:
+            return None
+        return conj(*args) if i.opcode == "and" else disj(*args)
 
     def observe(self, tid: int, at: int, state: dict, taken: bool | None) -> None:
         op = self.ops[at]
         i = op.instruction
+        self.conditions(at, state, taken)
         if at in self.loads and len(i.operands) == 2 and isinstance(i.operands[1], ast.Address):
             address = i.operands[1]
             base = self.symbolic(at, address.base, state)
