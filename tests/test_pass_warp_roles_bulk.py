@@ -24,6 +24,7 @@ from ptxtool.passes.report import PassReport
 from ptxtool.passes.warp_roles import RoleSettings, sass_proof, warp_roles
 from ptxtool.passes.warp_roles.async_producers import producer_copies
 from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint, footprint
+from ptxtool.passes.warp_roles.zero_fill import bounds
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
@@ -280,6 +281,18 @@ def test_runs_of_nvccs_benchmark_kernels(source: str, runs: list[int], loose: in
     assert isinstance(laid, Footprint), laid
     assert [r.size for r in laid.runs] == runs and laid.loose == loose
     assert all(r.start % 16 == 0 for r in laid.runs)
+    # nvcc's bounds checks proven per run: each compare monotone over the run's words, at its two ends
+    compares = [(b.op, b.low, b.high) for r in laid.runs[:1] for b in bounds(r.loaded)]
+    assert (
+        compares
+        == {
+            "stencil.cu": [("ge", -4, 1027), ("lt", -4, 1027)],  # 0 <= g < n, g = start + i over the tile and halos
+            "attention.cu": [("lt", 0, 63)],  # k0 + i / 32 < nkeys over 64 keys
+            "attention_unrolled.cu": [("lt", 0, 63)],
+            "sgemm.cu": [("lt", 0, 0), ("lt", 0, 63)],  # B's row k0 + r < K, column col0 + c < N over 64 columns
+            "sgemm_unrolled.cu": [("lt", 0, 0), ("lt", 0, 63)],
+        }[source]
+    )
 
 
 def test_fuzzed_kernels_are_refused_or_split_with_bulk_copies_ptxas_accepts() -> None:
@@ -377,3 +390,76 @@ def test_a_pointer_stepped_unevenly_by_thread_is_no_run() -> None:
     expected = _simulated(even, 2, 0, pad=4)[0]
     got, issued = _simulated(out, 2, 0, pad=4)
     assert got == expected and issued == 4  # both trips of each of the 2 blocks
+
+
+def _zero_filled(index: str, compare: str, before: str = "") -> tuple[tuple[str, str], ...]:
+    """The staged kernel with `index` (PTX computing %r13 in the staging part) and its word zero-filled where
+    `compare` (setting %p3) holds: nvcc's bounds check, a branch around the load."""
+    return (
+        (
+            LOAD,
+            f"{index}{before}\tmov.f32 \t%f2, 0f00000000;\n{compare}\t@%p3 bra \t$L__st;\n" + LOAD + "$L__st:\n",
+        ),
+    )
+
+
+# i = %r5 + 64 * trip: block b, trip t reads a[128 b n + t] and i = 128 b n + 64 t + tid
+_I = "\tshl.b32 \t%r13, %r12, 6;\n\tadd.s32 \t%r13, %r13, %r5;\n"
+ZERO_FILL_RULES = {
+    # i >= 300 zero-filled: monotone in the run's word (tid), the bound a constant: proven, checked at both ends
+    "monotone": (_zero_filled(_I, "\tsetp.ge.u32 \t%p3, %r13, 300;\n"), True),
+    # i == 37 zero-filled: not monotone over the run (both ends are loaded, the middle is not): not proven
+    "not_monotone": (_zero_filled(_I, "\tsetp.eq.u32 \t%p3, %r13, 37;\n"), False),
+    # i >= 400 - tid zero-filled: the bound differs from word to word as the index does: not proven
+    "bound_per_thread": (
+        _zero_filled(
+            _I, "\tsetp.ge.u32 \t%p3, %r13, %r14;\n", "\tmov.u32 \t%r14, 400;\n\tsub.s32 \t%r14, %r14, %r2;\n"
+        ),
+        False,
+    ),
+    # i >= (a[0]'s bits >> 24) zero-filled: a bound loaded from memory is not followed: not proven
+    "loaded_bound": (
+        _zero_filled(
+            _I,
+            "\tsetp.ge.u32 \t%p3, %r13, %r14;\n",
+            "\tld.global.nc.u32 \t%r14, [%rd3];\n\tshr.u32 \t%r14, %r14, 24;\n",
+        ),
+        False,
+    ),
+    # j = i + 429496700 n (n = 5: 2^31 - 148 + i) wraps inside the run on trips 1 and 2; j < -2^31 + 48 zero-filled:
+    # on trip 2 both ends are loaded and tid 20..67 are not, so only the no-wrap check keeps the trip off bulk
+    "wraps": (
+        _zero_filled(
+            _I + "\tmul.lo.s32 \t%r14, %r1, 429496700;\n\tadd.s32 \t%r13, %r13, %r14;\n",
+            "\tsetp.lt.s32 \t%p3, %r13, -2147483600;\n",
+        ),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(ZERO_FILL_RULES))
+def test_zero_fill_proven_per_run_or_checked_per_word(rule: str) -> None:
+    """A bounds check whose compare is monotone over a run's words with a bound the same in every word is proven per
+    run (no check pass: the compare at the run's two ends and its no-wrap check); one that is not (a compare not
+    monotone, a bound that varies per thread or is loaded) keeps the check pass's per-word flags. Either way the
+    input's bits on the simulator, aligned (bulk trips where no run word is zero-filled) and 4 bytes off."""
+    edits, proven = ZERO_FILL_RULES[rule]
+    source = _planted(*edits)
+    out, report = _split(source)
+    assert out is not None, report.skipped
+    flagged = "and.pred %wr_ok, %wr_ok, %wr_cp0;" in _trip(out)
+    assert flagged != proven, flagged
+    assert ("%wr_g0" in _trip(out)) == proven
+    bulk = 0
+    for shift in (0, 4):
+        expected = _simulated(source, 5, shift)[0]
+        assert expected != _simulated(STAGED, 5, shift)[0]  # some word is zero-filled
+        got, issued = _simulated(out, 5, shift, seed=3)
+        assert got == expected, shift
+        bulk += issued
+    assert 0 < bulk < 10  # some trips in bulk (aligned), the zero-filled ones fall back
+    if rule == "wraps":  # without the no-wrap check, trip 2 goes in bulk: the wrong bits
+        broken = out.replace("setp.lt.s64 %wr_q, %wr_hi, 2147483648;", "setp.lt.s64 %wr_q, %wr_hi, 4294967296;")
+        assert broken != out
+        assert _simulated(broken, 5, 0, seed=3)[0] != _simulated(source, 5, 0)[0]

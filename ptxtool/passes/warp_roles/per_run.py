@@ -117,9 +117,15 @@ def _proof_code(proof: Proof, index: dict[str, int], preds: list[str]) -> list[s
     return [  # P + k does not wrap for k in [low, high]; then the compare is monotone in k: both ends
         *code,
         f"setp.ge.s64 {into}, %wr_lo, {least};",
-        f"setp.lt.and.s64 {into}, %wr_hi, {past}, {into};",
-        f"setp.{b.op}.and.s64 {into}, %wr_lo, %wr_bd, {into};",
-        f"setp.{b.op}.and.s64 {into}, %wr_hi, %wr_bd, {into};",
+        *(
+            line
+            for test in (
+                f"lt.s64 %wr_q, %wr_hi, {past}",
+                f"{b.op}.s64 %wr_q, %wr_lo, %wr_bd",
+                f"{b.op}.s64 %wr_q, %wr_hi, %wr_bd",
+            )
+            for line in (f"setp.{test};", f"and.pred {into}, {into}, %wr_q;")
+        ),
     ]
 
 
