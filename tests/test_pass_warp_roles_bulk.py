@@ -47,8 +47,8 @@ def _trip(out: str) -> str:
 @pytest.mark.parametrize("stages", [2, 3])
 def test_structure(stages: int) -> None:
     """One producer warp (the block grows by 32, full counts its 32 lanes); per trip: the empty wait, the per-run
-    check (the atoms once: the parameter, its cvta, the trip's offset from the register captured before the loop,
-    the widening; lane 0 evaluates run 0's source, its alignment and its no-wrap assumption), no check pass (no
+    check (lane 0, run 0's: the atoms it reads, the parameter, its cvta, the trip's offset from the register
+    captured before the loop, the widening; run 0's source, its alignment and its no-wrap assumption), no check pass (no
     loose or zero-filled word), the vote, then either lane 0's expect_tx of exactly the runs' bytes, the async-proxy
     fence and one bulk copy per run (its slot offset and size immediates of lane 0's run: no table), or the
     fallback's cp.asyncs; then one noinc arrival per lane for both."""
@@ -64,11 +64,11 @@ def test_structure(stages: int) -> None:
         "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
         "setp.eq.u32 %wr_q, %wr_k, 0;",
         "@%wr_q mov.b64 %wr_init0, %rd5;",  # trip 0: the trip register as the loop found it
+        "setp.ne.u32 %wr_q, %wr_vtid, 0;",  # run 0: lane 0, which alone computes the atoms only run 0 reads
         "ld.param.u64 %wr_at0, [staged_a+0];",
         "cvta.to.global.u64 %wr_at1, %wr_ev;",
         "sub.s64 %wr_at2, %rd5, %wr_init0;",  # trip:%rd5
         "and.b64 %wr_at5, %wr_ev, 4294967295;",  # zext32(128 * %ctaid.x * n)
-        "setp.ne.u32 %wr_q, %wr_vtid, 0;",  # run 0: lane 0
         "and.b64 %wr_mul, %wr_sum, 15;",  # 16-byte aligned
         "add.s64 %wr_mul, %wr_at5, 127;",  # the assumption: 128 * ctaid * n + 127 < 2^32
         "setp.ge.s64 %wr_q, %wr_mul, 4294967296;",
