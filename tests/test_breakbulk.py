@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 import pytest
-from test_pass_warp_roles import STAGED
+from test_pass_warp_roles import DATA, STAGED
 
 from ptxtool.errors import InputError
 from ptxtool.guard import RECURSION_LIMIT
 from ptxtool.passes.report import PassReport
-from ptxtool.passes.warp_roles import RoleSettings, warp_roles
+from ptxtool.passes.warp_roles import OWN_PREFIXES, RoleSettings, warp_roles
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
@@ -130,15 +130,103 @@ LABELS = {
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.xfail(
-    strict=True,
-    reason="producers.py names its copies of a label own_label('$__wr_<tag>', name) and the boundaries between "
-    "shares' copies $__wr_<tag><part><share>: an input label $staging1 (check pass) or $re1 (before the loop) gives "
-    "the same name twice; ptxas: 'Duplicate definition of label'",
-)
 @pytest.mark.parametrize("where", sorted(LABELS))
 def test_input_labels_that_spell_the_pass_s_own(where: str) -> None:
-    _assembles_or_refused(_planted(LABELS[where], *([ZERO_FILLED] if where == "check_pass" else [])))
+    text = _planted(LABELS[where], *([ZERO_FILLED] if where == "check_pass" else []))
+    out, report = _split(text)
+    assert out is not None, report.skipped
+    assert ("$__wr_cstaging1:" if where == "check_pass" else "$__wr_pre1:") in out  # the label it once clashed with
+    _assembles_or_refused(text)
+
+
+# every variant, with fewer producer threads than consumer threads where it has producers (shares and their labels)
+VARIANTS = {"split": {"producer_warps": 1}, "split-async": {"producer_warps": 1}, "split-bulk": {}, "pipeline": {}}
+KERNELS = {
+    "staged": STAGED,
+    "staged_zero_filled": _planted(ZERO_FILLED),  # split-bulk's check pass
+    **{name: (DATA / f"{name}.ptx").read_text() for name in ("mixed", "strided_fill")},
+}
+PLANTED = 48  # labels and registers planted per kernel and variant
+
+
+def _written_names(out: str) -> tuple[set[str], set[str]]:
+    """The labels the pass defined and the registers it declared (`%wr_...`)."""
+    labels = set(re.findall(r"^(\$__wr_[\w$]+):", out, re.M))
+    registers = {r for decl in re.findall(r"^\s*\.reg\s+\.\w+\s+([^;]+);", out, re.M) for r in decl.split(",")}
+    return labels, {r.strip() for r in registers if r.strip().startswith("%wr_")}
+
+
+def _spellings(name: str, prefix: str) -> set[str]:
+    """Input names that spell `name` with the pass's `prefix` stripped or reshaped: every tail of what follows the
+    prefix, as a `$` label and a bare one (`$__wr_producer` -> `$producer`, `$roducer`, `producer`, ...)."""
+    rest = name[len(prefix) :]
+    tails = {rest[k:] for k in range(len(rest))}
+    ident = re.compile(r"[A-Za-z][\w$]*|[_$%][\w$]+")
+    out = {f"${t}" for t in tails} | {t for t in tails if ident.fullmatch(t)}
+    return {x for x in out if ident.fullmatch(x) and not x.startswith(OWN_PREFIXES)}
+
+
+def _plant_labels(text: str, labels: list[str], rng: random.Random) -> str:
+    """`text` with each label put before a random instruction of the kernel's body (outside nested scopes)."""
+    lines = text.split("\n")
+    depth, spots = 0, []
+    for k, line in enumerate(lines):
+        if depth == 1 and line.startswith("\t") and line.strip().endswith(";") and not line.strip().startswith("."):
+            spots.append(k)
+        depth += line.count("{") - line.count("}")
+    for label in labels:
+        k = rng.choice(spots)
+        lines[k] = f"{label}:\n{lines[k]}"
+    return "\n".join(lines)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_no_input_name_spells_a_name_the_pass_writes(kernel: str, variant: str) -> None:
+    """Labels and registers planted in the input that spell each label and register the pass wrote for it (taken
+    from its output, the prefix stripped or reshaped, a fixed-seed sample): the pass still rewrites the kernel, and
+    ptxas takes what it wrote (no 'Duplicate definition')."""
+    text = KERNELS[kernel]
+    out, report = _split(text, variant, **VARIANTS[variant])
+    assert out is not None, report.skipped
+    labels, registers = _written_names(out)
+    assert labels and registers
+    rng = random.Random(f"{kernel}/{variant}")
+    spelled = sorted(
+        {x for name in labels for x in _spellings(name, "$__wr_")} - set(re.findall(r"^([\w$%]+):", text, re.M))
+    )
+    planted = _plant_labels(text, rng.sample(spelled, min(PLANTED, len(spelled))), rng)
+    names = sorted({f"%{r[len('%wr_') :]}" for r in registers} - {"%tid", "%laneid"})
+    declared = "\n".join(f"\t.reg .b32 \t{r};" for r in rng.sample(names, min(PLANTED, len(names))))
+    planted = planted.replace("\t.reg .pred", f"{declared}\n\t.reg .pred", 1)
+    compile_ptx(planted, "input.ptx", "sm_90")
+    out, report = _split(planted, variant, **VARIANTS[variant])
+    assert out is not None, report.skipped  # labels that only spell its own are no reason to refuse
+    try:
+        compile_ptx(out, "split.ptx", "sm_90")
+    except InputError as problem:
+        pytest.fail(f"ptxas rejects the {variant} output: {problem}")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("%rd<10>", "%rd<10>, %wr_k"),  # a register
+        ("\tmov.u32 \t%r6, tile;", "$__wr_producer:\n\tmov.u32 \t%r6, tile;"),  # a label
+        ("tile[512];", "tile[512];\n\t.shared .align 4 .b8 __wr_tile[4];"),  # a shared variable
+        (".visible .entry staged(", ".global .align 4 .b8 __wr_ring[4];\n\n.visible .entry staged("),  # a module one
+    ],
+)
+def test_input_names_with_the_pass_s_prefixes_are_refused(variant: str, old: str, new: str) -> None:
+    """An input name that already starts with one of the pass's own prefixes (OWN_PREFIXES) is refused, naming it."""
+    assert old in STAGED
+    name = re.search(r"%wr_\w+|\$__wr_\w+|__wr_\w+", new)
+    assert name and name.group().startswith(OWN_PREFIXES)
+    out, report = _split(STAGED.replace(old, new, 1), variant, **VARIANTS[variant])
+    assert out is None
+    assert f"already names {name.group()}" in report.skipped[0].reason
 
 
 @pytest.mark.usefixtures("ptxas")

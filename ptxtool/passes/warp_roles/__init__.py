@@ -60,7 +60,7 @@ from ptxtool.toolchain.sass import SassMark, mbarrier_sass
 
 NAME = "warp-roles"
 VARIANTS = ("split", async_producers.VARIANT, bulk_producers.VARIANT, "pipeline")
-OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
+OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SETMAXNREG_PROOF = (SassMark("USETMAXREG"),)  # what nvdisasm shows of setmaxnreg, where the split moves registers
 PIPELINE_PROOF = (SassMark("LDGSTS"), SassMark("LDGDEPBAR"), SassMark("DEPBAR.LE"))  # cp.async, commit, wait_group
