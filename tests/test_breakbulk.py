@@ -209,6 +209,17 @@ def test_no_input_name_spells_a_name_the_pass_writes(kernel: str, variant: str) 
         pytest.fail(f"ptxas rejects the {variant} output: {problem}")
 
 
+@pytest.mark.usefixtures("ptxas")
+def test_a_label_spelling_an_old_copy_prefix_is_split() -> None:
+    """`$$__wr_` was the prefix of copies of labels without `$` and is no prefix of the pass's any more: an input
+    label `$$__wr_producer` (and the bare `__wr_p` family's neighbour `wr_producer`) is split and assembles."""
+    text = _planted(("\tmov.u32 \t%r6, tile;", "$$__wr_producer:\nwr_producer:\n\tmov.u32 \t%r6, tile;"))
+    out, report = _split(text, "split", producer_warps=1)
+    assert out is not None, report.skipped
+    assert "$__wr_p$$__wr_producer:" in out and "$__wr_p_$wr_producer:" in out
+    compile_ptx(out, "split.ptx", "sm_90")
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize(
     ("old", "new"),
