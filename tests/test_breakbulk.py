@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 import pytest
-from test_pass_warp_roles import STAGED
+from test_pass_warp_roles import DATA, STAGED
 
 from ptxtool.errors import InputError
 from ptxtool.guard import RECURSION_LIMIT
 from ptxtool.passes.report import PassReport
-from ptxtool.passes.warp_roles import RoleSettings, warp_roles
+from ptxtool.passes.warp_roles import OWN_PREFIXES, RoleSettings, warp_roles
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
@@ -133,15 +133,114 @@ LABELS = {
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.xfail(
-    strict=True,
-    reason="producers.py names its copies of a label own_label('$__wr_<tag>', name) and the boundaries between "
-    "shares' copies $__wr_<tag><part><share>: an input label $staging1 (check pass) or $re1 (before the loop) gives "
-    "the same name twice; ptxas: 'Duplicate definition of label'",
-)
 @pytest.mark.parametrize("where", sorted(LABELS))
 def test_input_labels_that_spell_the_pass_s_own(where: str) -> None:
-    _assembles_or_refused(_planted(LABELS[where], *([ZERO_FILLED] if where == "check_pass" else [])))
+    text = _planted(LABELS[where], *([ZERO_FILLED] if where == "check_pass" else []))
+    out, report = _split(text)
+    assert out is not None, report.skipped
+    assert ("$__wr_cstaging1:" if where == "check_pass" else "$__wr_pre1:") in out  # the label it once clashed with
+    _assembles_or_refused(text)
+
+
+# every variant, with fewer producer threads than consumer threads where it has producers (shares and their labels)
+VARIANTS = {"split": {"producer_warps": 1}, "split-async": {"producer_warps": 1}, "split-bulk": {}, "pipeline": {}}
+KERNELS = {
+    "staged": STAGED,
+    "staged_zero_filled": _planted(ZERO_FILLED),  # split-bulk's check pass
+    **{name: (DATA / f"{name}.ptx").read_text() for name in ("mixed", "strided_fill")},
+}
+PLANTED = 48  # labels and registers planted per kernel and variant
+
+
+def _written_names(out: str) -> tuple[set[str], set[str]]:
+    """The labels the pass defined and the registers it declared (`%wr_...`)."""
+    labels = set(re.findall(r"^(\$__wr_[\w$]+):", out, re.M))
+    registers = {r for decl in re.findall(r"^\s*\.reg\s+\.\w+\s+([^;]+);", out, re.M) for r in decl.split(",")}
+    return labels, {r.strip() for r in registers if r.strip().startswith("%wr_")}
+
+
+def _spellings(name: str, prefix: str) -> set[str]:
+    """Input names that spell `name` with the pass's `prefix` stripped or reshaped: every tail of what follows the
+    prefix, as a `$` label and a bare one (`$__wr_producer` -> `$producer`, `$roducer`, `producer`, ...)."""
+    rest = name[len(prefix) :]
+    tails = {rest[k:] for k in range(len(rest))}
+    ident = re.compile(r"[A-Za-z][\w$]*|[_$%][\w$]+")
+    out = {f"${t}" for t in tails} | {t for t in tails if ident.fullmatch(t)}
+    return {x for x in out if ident.fullmatch(x) and not x.startswith(OWN_PREFIXES)}
+
+
+def _plant_labels(text: str, labels: list[str], rng: random.Random) -> str:
+    """`text` with each label put before a random instruction of the kernel's body (outside nested scopes)."""
+    lines = text.split("\n")
+    depth, spots = 0, []
+    for k, line in enumerate(lines):
+        if depth == 1 and line.startswith("\t") and line.strip().endswith(";") and not line.strip().startswith("."):
+            spots.append(k)
+        depth += line.count("{") - line.count("}")
+    for label in labels:
+        k = rng.choice(spots)
+        lines[k] = f"{label}:\n{lines[k]}"
+    return "\n".join(lines)
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_no_input_name_spells_a_name_the_pass_writes(kernel: str, variant: str) -> None:
+    """Labels and registers planted in the input that spell each label and register the pass wrote for it (taken
+    from its output, the prefix stripped or reshaped, a fixed-seed sample): the pass still rewrites the kernel, and
+    ptxas takes what it wrote (no 'Duplicate definition')."""
+    text = KERNELS[kernel]
+    out, report = _split(text, variant, **VARIANTS[variant])
+    assert out is not None, report.skipped
+    labels, registers = _written_names(out)
+    assert labels and registers
+    rng = random.Random(f"{kernel}/{variant}")
+    spelled = sorted(
+        {x for name in labels for x in _spellings(name, "$__wr_")} - set(re.findall(r"^([\w$%]+):", text, re.M))
+    )
+    planted = _plant_labels(text, rng.sample(spelled, min(PLANTED, len(spelled))), rng)
+    names = sorted({f"%{r[len('%wr_') :]}" for r in registers} - {"%tid", "%laneid"})
+    declared = "\n".join(f"\t.reg .b32 \t{r};" for r in rng.sample(names, min(PLANTED, len(names))))
+    planted = planted.replace("\t.reg .pred", f"{declared}\n\t.reg .pred", 1)
+    compile_ptx(planted, "input.ptx", "sm_90")
+    out, report = _split(planted, variant, **VARIANTS[variant])
+    assert out is not None, report.skipped  # labels that only spell its own are no reason to refuse
+    try:
+        compile_ptx(out, "split.ptx", "sm_90")
+    except InputError as problem:
+        pytest.fail(f"ptxas rejects the {variant} output: {problem}")
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_a_label_spelling_an_old_copy_prefix_is_split() -> None:
+    """`$$__wr_` was the prefix of copies of labels without `$` and is no prefix of the pass's any more: an input
+    label `$$__wr_producer` (and the bare `__wr_p` family's neighbour `wr_producer`) is split and assembles."""
+    text = _planted(("\tmov.u32 \t%r6, tile;", "$$__wr_producer:\nwr_producer:\n\tmov.u32 \t%r6, tile;"))
+    out, report = _split(text, "split", producer_warps=1)
+    assert out is not None, report.skipped
+    assert "$__wr_p$$__wr_producer:" in out and "$__wr_p_$wr_producer:" in out
+    compile_ptx(out, "split.ptx", "sm_90")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("%rd<10>", "%rd<10>, %wr_k"),  # a register
+        ("\tmov.u32 \t%r6, tile;", "$__wr_producer:\n\tmov.u32 \t%r6, tile;"),  # a label
+        ("tile[512];", "tile[512];\n\t.shared .align 4 .b8 __wr_tile[4];"),  # a shared variable
+        (".visible .entry staged(", ".global .align 4 .b8 __wr_ring[4];\n\n.visible .entry staged("),  # a module one
+    ],
+)
+def test_input_names_with_the_pass_s_prefixes_are_refused(variant: str, old: str, new: str) -> None:
+    """An input name that already starts with one of the pass's own prefixes (OWN_PREFIXES) is refused, naming it."""
+    assert old in STAGED
+    name = re.search(r"%wr_\w+|\$__wr_\w+|__wr_\w+", new)
+    assert name and name.group().startswith(OWN_PREFIXES)
+    out, report = _split(STAGED.replace(old, new, 1), variant, **VARIANTS[variant])
+    assert out is None
+    assert f"already names {name.group()}" in report.skipped[0].reason
 
 
 @pytest.mark.usefixtures("ptxas")
@@ -222,19 +321,30 @@ def test_the_footprint_is_not_threads_times_the_prologue() -> None:
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.xfail(
-    strict=True,
-    reason="one producer warp replays all N/32 consumer shares, each in its own register copy; the register budget "
-    "(find_staged_loop's, from the input's count) does not count them, so with .reqntid N + 32 ptxas caps the "
-    "registers and spills (768 threads: 56 bytes at 72 registers; 992: 216 bytes) where the input (22 registers) "
-    "spilled nothing",
-)
-def test_the_producers_register_copies_do_not_spill() -> None:
-    text = _wider(768)
-    assert compile_ptx(text, "input.ptx", "sm_90").functions["staged"].spill_bytes == 0
-    out, report = _split(text)
-    assert out is not None, report.skipped
-    assert compile_ptx(out, "split.ptx", "sm_90").functions["staged"].spill_bytes == 0
+@pytest.mark.parametrize(("variant", "producers"), [("split-bulk", None), ("split", 1), ("split-async", 1)])
+def test_the_producers_register_copies_do_not_spill(variant: str, producers: int | None) -> None:
+    """One producer warp replays all N/32 consumer shares, each in its own register copy: with .reqntid N + 32 ptxas
+    caps the registers (72 at 800 threads) and spills (split-bulk: 96 bytes at 768 consumer threads) where the input
+    (22 registers) spilled nothing. optimize keeps what ptxas spills nothing in: where the split spills, the kernel
+    is refused with ptxas's numbers and the input kept; where it does not (256 threads), the split stays."""
+    from ptxtool.passes.warp_roles import NAME
+    from ptxtool.services import optimize
+    from ptxtool.sources import Source
+
+    roles = RoleSettings(variant=variant, producer_warps=producers)
+    for threads in (256, 768):
+        text = _wider(threads)
+        assert compile_ptx(text, "input.ptx", "sm_90").functions["staged"].spill_bytes == 0
+        raw, _ = _split(text, variant, producer_warps=producers)
+        assert raw is not None
+        spills = compile_ptx(raw, "split.ptx", "sm_90").functions["staged"].spill_bytes
+        result = optimize.execute(optimize.Options(passes=(NAME,), roles=roles), Source("staged.ptx", text))
+        assert result.verified and compile_ptx(result.text, "out.ptx", "sm_90").functions["staged"].spill_bytes == 0
+        assert result.changed == (spills == 0), (threads, spills)
+        if spills:
+            (skip,) = result.reports[0].skipped
+            assert f"ptxas spills {spills} bytes of the rewritten kernel" in skip.reason and result.text == text
+        assert (spills == 0) == (threads == 256), (threads, spills)  # the probe still probes
 
 
 # ----------------------------------------------------------------------------------------------- probes that held

@@ -41,7 +41,7 @@ def _split(text: str, **settings) -> tuple[str | None, PassReport]:
 def _trip(out: str) -> str:
     """The producers' loop."""
     producers = out.partition("$__wr_producer:")[2]
-    return producers[producers.index("$__wr_pL__loop:") : producers.index("$__wr_pL__done:")]
+    return producers[producers.index("$__wr_p$L__loop:") : producers.index("$__wr_p$L__done:")]
 
 
 @pytest.mark.parametrize("stages", [2, 3])

@@ -60,7 +60,7 @@ from ptxtool.toolchain.sass import SassMark, mbarrier_sass
 
 NAME = "warp-roles"
 VARIANTS = ("split", async_producers.VARIANT, bulk_producers.VARIANT, "pipeline")
-OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
+OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SETMAXNREG_PROOF = (SassMark("USETMAXREG"),)  # what nvdisasm shows of setmaxnreg, where the split moves registers
 PIPELINE_PROOF = (SassMark("LDGSTS"), SassMark("LDGDEPBAR"), SassMark("DEPBAR.LE"))  # cp.async, commit, wait_group
@@ -77,6 +77,7 @@ class RoleSettings:
     stages: int = 2
     setmaxnreg: bool | None = None
     registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
+    refused: dict[str, str] | None = None  # per kernel, why its split is not kept, found outside the pass (ptxas)
 
 
 def _split(
@@ -214,7 +215,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     for at, item in enumerate(module.items):
         if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
             continue
-        why = _unsupported(module, settings, arch)
+        why = _unsupported(module, settings, arch) or (settings.refused or {}).get(item.name)
         if settings.variant == "pipeline" and not why:
             assert forms is not None  # _unsupported refuses a file without an sm_ target
             done = _pipeline(module, item, settings, forms)

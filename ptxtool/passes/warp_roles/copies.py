@@ -19,10 +19,10 @@ from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
 from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
-from ptxtool.isa.caching import access_bytes, type_bits
+from ptxtool.isa.caching import access_bytes
 from ptxtool.isa.integer import integer_form, wrapped
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
-from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, postdominators
+from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, address_bits, postdominators
 from ptxtool.passes.warp_roles.thread_values import Value, carried_symbol
 from ptxtool.syntax import ast
 
@@ -469,11 +469,10 @@ class _Converter:
             extra = ast.displacement(address)
             base = self.value(at, address.base)
             key = self.key(self.ops[at], address.base.text) if isinstance(address.base, ast.Name) else None
-            bits = type_bits(self.cfg.linear.registers[key].type) if key else None
             if base is None:
                 self.evaluated[at] = None
             else:
-                offsets = [wrapped(v + extra, bits, access_bytes(i)) for v in base[1]]
+                offsets = [wrapped(v + extra, address_bits(self.cfg, key), access_bytes(i)) for v in base[1]]
                 self.evaluated[at] = None if None in offsets else tuple((base[0], v) for v in offsets)  # type: ignore[misc]
         return self.evaluated[at]
 

@@ -79,6 +79,13 @@ def _immediate(text: str) -> _Known | None:
     return (None, number) if isinstance(number, int) and not isinstance(number, bool) else None
 
 
+def address_bits(cfg: CFG, key: str | None) -> int | None:
+    """The width of the address register `key` (an op's use of it), which an address wraps at; None where the
+    address is no register (a buffer's symbol itself, whose offsets do not wrap within the buffer)."""
+    register = cfg.linear.registers.get(key) if key else None
+    return type_bits(register.type) if register else None
+
+
 class FillTrace:
     """Runs the staging part for thread after thread: `live_in(at, operand)` is what a register the trace has not
     defined yet holds in every thread (None: unknown), `key`/`key_def` a register's key as op `at` reads or writes
@@ -208,7 +215,8 @@ class FillTrace:
             )
         extra = ast.displacement(address)
         size = access_bytes(i)
-        offset = wrapped(base[1] + extra, self.width(at, address.base), size)
+        key = self.key(at, address.base.text) if isinstance(address.base, ast.Name) else None
+        offset = wrapped(base[1] + extra, address_bits(self.cfg, key), size)
         if offset is None:
             raise Refused(
                 op.line,
@@ -216,14 +224,6 @@ class FillTrace:
                 "space: their order is not known",
             )
         out.append(Write(at, base[0], offset, size))
-
-    def width(self, at: int, base: ast.Operand) -> int | None:
-        """The bits of the address register op `at` reads (None: a buffer's symbol itself)."""
-        if not isinstance(base, ast.Name) or base.text in self.buffers:
-            return None
-        key = self.key(at, base.text)
-        register = self.cfg.linear.registers.get(key) if key else None
-        return type_bits(register.type) if register else None
 
     def read(self, tid: int, at: int, operand: ast.Operand, state: _State) -> _Known | None:
         """What `operand` of op `at` holds in thread `tid`."""

@@ -13,8 +13,8 @@ from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
     Forms,
+    copied_label,
     mapped,
-    own_label,
     relocated,
     renamed,
     slot_code,
@@ -106,7 +106,7 @@ def share_name(name: str, share: int) -> str:
 
 def _share_label(name: str, share: int, tag: str = "p") -> str:
     """Share j's copy of a label in the producers' code (`tag`: which pass over the part: p, or c for a check)."""
-    return own_label(f"$__wr_{tag}" if share == 0 else f"$__wr_s{share}{tag}", name)
+    return copied_label(tag if share == 0 else f"s{share}{tag}", name)
 
 
 def substituted(node: object, names: Callable[[str], str | None]) -> object:
