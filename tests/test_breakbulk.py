@@ -6,6 +6,7 @@ reason, so the suite stays green and a fix flips it; each probe that held is a p
 from __future__ import annotations
 
 import random
+import re
 import resource
 import struct
 import subprocess
