@@ -43,7 +43,12 @@ _COMBINE = {"and": lambda a, b: a and b, "or": lambda a, b: a or b, "xor": lambd
 class _Cta(BulkCta):
     """tests/ptx_sim_bulk.py's CTA with the predicate forms the probes plant and the simulator does not model (PTX ISA,
     setp): the second destination of `setp p|q` (q = !p), the combining `setp.CMP.BOOL p, a, b, c`, the unsigned
-    lo/ls/hi/hs, `xor.pred`, and cvt's sign extension."""
+    lo/ls/hi/hs, `xor.pred`, a predicate operand negated (`!%p`), and cvt's sign extension."""
+
+    def value(self, t, operand: ast.Operand, bits: int, params: dict[str, int]) -> int | bool:
+        if isinstance(operand, ast.Not):  # `!%p`, a predicate operand negated
+            return not self.value(t, operand.name, 1, params)
+        return super().value(t, operand, bits, params)
 
     def step(self, t, params: dict[str, int], memory: bytearray) -> str | None:
         i = self.linear.ops[t.pc].instruction
@@ -268,6 +273,25 @@ NEXT_BOUND = "\tshl.b32 \t%r25, %r12, 6;\n\tadd.s32 \t%r25, %r25, 64;\n"  # 64 (
 FMA = READ_BOTH_HALVES[0]
 FROM_M = "\tsetp.ge.u32 \t%p5, %r13, %r19;\n\tand.pred \t%p3, %p4, %p5;\n"  # %p4 where i >= m
 
+# 64 runs of one granule (a fill loop of two iterations over GRANULES' spacing, 512 floats a trip): lane r proves
+# runs r and r + 32
+SIXTY_FOUR_RUNS = (
+    ("tile[512]", "tile[1024]"),
+    ("\tshl.b32 \t%r4, %r4, 7;", "\tshl.b32 \t%r4, %r4, 9;"),
+    GRANULES[1],
+    (
+        LOAD + STORE,
+        "\tshl.b32 \t%r13, %r12, 9;\n\tadd.s32 \t%r13, %r13, %r5;\n\tmov.u64 \t%rd10, %rd5;\n"
+        f"\tmov.u32 \t%r17, %r8;\n\tmov.u32 \t%r16, 0;\n$L__fill:\n{ZERO}\tsetp.ge.u32 \t%p3, %r13, %r19;\n"
+        "\t@%p3 bra \t$L__st;\n\tld.global.nc.f32 \t%f2, [%rd10];\n$L__st:\n\tst.shared.f32 \t[%r17], %f2;\n"
+        "\tadd.s64 \t%rd10, %rd10, 1024;\n\tadd.s32 \t%r17, %r17, 512;\n\tadd.s32 \t%r13, %r13, 256;\n"
+        "\tadd.s32 \t%r16, %r16, 1;\n\tsetp.lt.u32 \t%p4, %r16, 2;\n\t@%p4 bra \t$L__fill;\n",
+    ),
+    READ_BOTH_HALVES,
+    ("\tadd.s64 \t%rd5, %rd5, 512;", "\tadd.s64 \t%rd5, %rd5, 2048;"),
+)
+GE_M = "\tsetp.ge.u32 \t%p3, %r13, %r19;\n"  # zero where i >= m
+
 HELD = {
     # i >= m zero-filled: monotone, the bound a parameter: the proof per run (the sanity case)
     "monotone_ge_param": Probe(_branch("\tsetp.ge.u32 \t%p3, %r13, %r19;\n")),
@@ -381,6 +405,28 @@ HELD = {
             "\tcvt.s64.s32 \t%rd12, %r15;\n\tsetp.ge.s64 \t%p3, %rd11, %rd12;\n"
         )
     ),
+    # a predicate operand negated (`!%p`, which ptxas takes): in selp, and.pred, mov.pred, a combining setp
+    "selp_negated_predicate": Probe(
+        f"{INDEX}\tsetp.ge.u32 \t%p3, %r13, %r19;\n{LOAD4}\tselp.f32 \t%f2, %f4, 0f00000000, !%p3;\n"
+    ),
+    "and_pred_negated_operand": Probe(
+        _branch("\tsetp.ge.u32 \t%p4, %r13, 280;\n\tsetp.ge.u32 \t%p5, %r13, %r19;\n\tand.pred \t%p3, %p4, !%p5;\n")
+    ),
+    "mov_pred_negated_operand": Probe(_branch("\tsetp.lt.u32 \t%p4, %r13, %r19;\n\tmov.pred \t%p3, !%p4;\n")),
+    "setp_and_negated_operand": Probe(
+        _branch("\tsetp.lt.u32 \t%p4, %r13, 280;\n\tsetp.ge.and.u32 \t%p3, %r13, %r19, !%p4;\n")
+    ),
+    # a compare of 64-bit values the same in every word: the trip zero-filled where 128 (t + 1) > m
+    "uniform_sixty_four_bit_compare": Probe(
+        _branch(
+            "\tcvt.u64.u32 \t%rd11, %r12;\n\tshl.b64 \t%rd11, %rd11, 7;\n\tadd.s64 \t%rd11, %rd11, 128;\n"
+            "\tcvt.u64.u32 \t%rd12, %r19;\n\tsetp.gt.u64 \t%p3, %rd11, %rd12;\n"
+        )
+    ),
+    # the bound read as 16 bits of the parameter, the index truncated to 16 bits
+    "sixteen_bit_parameter": Probe(
+        _branch("\tld.param.u16 \t%rs2, [staged_m];\n\tcvt.u16.u32 \t%rs1, %r13;\n\tsetp.ge.u16 \t%p3, %rs1, %rs2;\n")
+    ),
     # a combining setp (.and, .or, .xor with a predicate), xor.pred
     "setp_and": Probe(_branch("\tsetp.ge.u32 \t%p4, %r13, 280;\n\tsetp.lt.and.u32 \t%p3, %r13, %r19, %p4;\n")),
     "setp_or": Probe(_branch("\tsetp.lt.u32 \t%p4, %r13, 20;\n\tsetp.ge.or.u32 \t%p3, %r13, %r19, %p4;\n")),
@@ -443,6 +489,21 @@ HELD = {
         ),
         bound=200,
     ),
+    # the trip counter the index reads stepped at the top of the trip or in the compute part (refused), an index
+    # stepped in the tail by a register set before the loop to m - m + 128
+    "counter_stepped_at_the_top": Probe(_branch(GE_M), edits=((TAIL, ""), ("$L__loop:\n", f"$L__loop:\n{TAIL}"))),
+    "counter_stepped_in_the_compute_part": Probe(_branch(GE_M), edits=((TAIL, ""), (FMA, FMA + TAIL))),
+    "index_stepped_by_a_uniform_register": Probe(
+        _branch(GE_M, index="\tadd.s32 \t%r13, %r30, %r5;\n"),
+        edits=(
+            (
+                BEFORE_LOOP,
+                f"{BEFORE_LOOP}\tmov.u32 \t%r30, 0;\n\tsub.s32 \t%r31, %r19, %r19;\n\tadd.s32 \t%r31, %r31, 128;\n",
+            ),
+            (TAIL, f"{TAIL}\tadd.s32 \t%r30, %r30, %r31;\n"),
+        ),
+    ),
+    "sixty_four_runs_of_one_granule": Probe(None, bound=1100, edits=SIXTY_FOUR_RUNS, floats=512, never=100000),
     # the guard on the st.shared instead of the load: a byte some trips skip (refused)
     "guarded_store": Probe(
         None,
