@@ -504,6 +504,18 @@ HELD = {
         ),
     ),
     "sixty_four_runs_of_one_granule": Probe(None, bound=1100, edits=SIXTY_FOUR_RUNS, floats=512, never=100000),
+    # the load predicated first, the zero after under the opposite guard: `@!p ld; @p mov 0`
+    "zero_after_a_predicated_load": Probe(
+        f"{INDEX}\tsetp.ge.u32 \t%p3, %r13, %r19;\n\t@!%p3 {LOAD[1:]}\t@%p3 mov.f32 \t%f2, 0f00000000;\n"
+    ),
+    # a predicate built through selp: `selp.u32 r, 1, 0, p; setp.ne r, 0`
+    "selp_built_predicate": Probe(
+        _branch("\tsetp.ge.u32 \t%p4, %r13, %r19;\n\tselp.u32 \t%r14, 1, 0, %p4;\n\tsetp.ne.u32 \t%p3, %r14, 0;\n")
+    ),
+    # a bound per thread: zero where i >= m - tid (both sides vary from word to word)
+    "bound_per_thread": Probe(_branch("\tsub.s32 \t%r15, %r19, %r2;\n\tsetp.ge.u32 \t%p3, %r13, %r15;\n")),
+    # unsigned `lo` with a negative index: x = i - m; zero where x <u 200 (i in [m, m + 200))
+    "unsigned_lo_negative_index": Probe(_branch("\tsub.s32 \t%r14, %r13, %r19;\n\tsetp.lo.u32 \t%p3, %r14, 200;\n")),
     # the guard on the st.shared instead of the load: a byte some trips skip (refused)
     "guarded_store": Probe(
         None,
