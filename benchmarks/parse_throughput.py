@@ -12,8 +12,8 @@ first, as an installed wheel has it (under PYTHONDONTWRITEBYTECODE every run wou
 Usage: python benchmarks/parse_throughput.py [--quick] [--lines [N...]] [--largest K] [--repeat R] [--keep DIR]
                                             [--debug-lines N] [--elements N]
 (`--quick --lines --largest 0`: the two data files alone, with the phase breakdown, in under a minute: the
-interpreter's start, click's import, the CLI's and the parser's imports, the tables, parse, print, write, and the
-rest of fmt's CPU time: click's dispatch, reading the file, and the exit.)
+interpreter's start, the program's and the parser's imports, the tables, parse, print, write, and the rest of
+fmt's CPU time: reading the command line and the file, and the exit.)
 Targets (issue 2): fmt ratio <= 1.0, and under 2 GB for 1 M lines; (issue 12) fmt ratio <= 1.0 on both data files.
 On a machine others share, compare the CPU ratio, and a run beside another version's (`git archive REV | tar -x -C
 DIR`, then this script from DIR) at the same time, rather than wall times from different moments.
@@ -62,15 +62,14 @@ print(json.dumps({"import": t1 - t0, "parse": best_parse, "parse_print": best_bo
 
 # Runs in a child: where one `ptxtool fmt FILE -o OUT` spends its time, phase by phase, in a fresh process (no
 # round is repeated, so every phase is cold, as in a real run), in CPU time (what a busy machine disturbs least). The
-# interpreter's own start is `python -c pass`; click's import is apart from the rest of the command line's. What the
-# phases leave of fmt's CPU time is `rest`: click's dispatch of the command, reading the file, and the exit.
+# interpreter's own start is `python -c pass`; `program imports` are what fmt's short path (ptxtool/program.py, no
+# click) loads before the parser. What the phases leave of fmt's CPU time is `rest`: the program's reading of its
+# command line, reading the file, and the exit.
 _PHASES = """
 import json, sys, time
 clock = time.process_time
 t0 = clock()
-import click
-t1 = clock()
-import ptxtool.cli, ptxtool.services.fmt
+import ptxtool.program, ptxtool.services.fmt, ptxtool.sources, ptxtool.report, ptxtool.guard
 t2 = clock()
 from ptxtool.syntax import format_module, parse
 from ptxtool.syntax.parser import _parser
@@ -84,7 +83,7 @@ out = format_module(module)
 t6 = clock()
 open(sys.argv[2], "w", encoding="utf-8").write(out)
 t7 = clock()
-print(json.dumps({"click": t1 - t0, "cli imports": t2 - t1, "syntax imports": t3 - t2, "tables and lexer": t4 - t3,
+print(json.dumps({"program imports": t2 - t0, "syntax imports": t3 - t2, "tables and lexer": t4 - t3,
                   "read and parse": t5 - t4, "print": t6 - t5, "write": t7 - t6}))
 """
 
@@ -242,7 +241,7 @@ def bench_file(path: Path, ptxas: str, repeat: int, work: Path) -> dict:
     lines = path.read_text(encoding="utf-8").count("\n")
     child = measure([sys.executable, "-c", _CHILD, str(path), str(repeat)])
     times = json.loads(child.stdout)
-    fmt_command = [sys.executable, "-m", "ptxtool.cli", "fmt", str(path), "-o", str(work / "fmt.ptx")]
+    fmt_command = [sys.executable, "-m", "ptxtool", "fmt", str(path), "-o", str(work / "fmt.ptx")]
     fmt_runs, asm_runs = [], []
     for _ in range(repeat):  # interleaved, so a busy moment on the machine hits both sides alike
         fmt_runs.append(measure(fmt_command))

@@ -1,18 +1,15 @@
 """How a command ends: a user's error prints cleanly with its exit code, a bug prints one line (the traceback with
---debug), Ctrl-C and a closed pipe end quietly with the shell's codes. Used by cli.py around every command."""
+--debug), Ctrl-C and a closed pipe end quietly with the shell's codes. Free of click: the click commands (cli.py)
+and fmt's short path (program.py) both end through `guard`."""
 
 from __future__ import annotations
 
 import errno
-import gc
 import io
 import os
 import stat
 import sys
 from collections.abc import Callable
-from functools import wraps
-
-import click
 
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
 EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
@@ -22,80 +19,48 @@ EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a 
 RECURSION_LIMIT = 50_000
 
 
-_READS_STDIN = ("parse", "fmt", "inspect", "sass", "cfg", "optimize")  # FILE may be `-` (lint says so itself)
+def guard(body: Callable[[], None], *, debug: bool, passthrough: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a command's body: the exit code its failure ends with, or 0. SystemExit, ptxtool's UsageError (the
+    caller says how usage is reported) and `passthrough` are raised as they come; with `debug`, so is a bug."""
+    # here, not at import: `ptxtool --help` loads neither the errors' dataclasses nor report/
+    from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
+    from ptxtool.report.console import print_error, stderr_console
 
-
-class Group(click.Group):
-    """The command group; a FILE argument left out says how to read standard input (`cat k.ptx | ptxtool parse -`)."""
-
-    def main(self, args=None, **extra):
-        """As the program (arguments from the command line, not a test's list), the process ends with the command:
-        the collector's passes at exit would walk every object (click's, the tree's) only to free what the OS frees
-        anyway, a tenth of a short `fmt` run. Frozen, they are skipped; objects are still freed by their counts."""
-        if args is not None:
-            return super().main(args, **extra)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
+    try:
         try:
-            return super().main(**extra)
+            body()
         finally:
-            gc.freeze()
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except click.MissingParameter as error:
-            if isinstance(error.param, click.Argument) and ctx.invoked_subcommand in _READS_STDIN:
-                error.message = f"Give - to read standard input: `cat k.ptx | ptxtool {ctx.invoked_subcommand} -`"
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the guard, not at exit
+            _raise_if_reader_gone()
+    except (UsageError, *passthrough):
+        raise
+    except PtxtoolError as error:
+        print_error(stderr_console(), error)
+        return error.exit_code
+    except BrokenPipeError:  # the reader went away (`ptxtool lint | head -1`): stop quietly, as git and cat do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        stderr_console().print("interrupted", markup=False, highlight=False)
+        return EXIT_INTERRUPTED
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-
-
-def guarded(command: Callable) -> Callable:
-    """Run a command body so that user errors print cleanly and bugs print one line (a traceback with --debug)."""
-
-    @wraps(command)
-    def run(*args, **kwargs):
-        # here, not at import: `ptxtool --help` loads neither the errors' dataclasses nor report/
-        from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
-        from ptxtool.report.console import print_error, stderr_console
-
-        ctx = click.get_current_context()
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-        try:
-            try:
-                return command(*args, **kwargs)
-            finally:
-                sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the guard, not at exit
-                _raise_if_reader_gone()
-        except UsageError as error:  # a service found options that do not go together
-            raise click.UsageError(str(error)) from None
-        except PtxtoolError as error:
-            print_error(stderr_console(), error)
-            ctx.exit(error.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        stderr_console().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
+        return EXIT_ENVIRONMENT
+    except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
+        if debug:
             raise
-        except BrokenPipeError:  # the reader went away (`ptxtool lint | head -1`): stop quietly, as git and cat do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
-            ctx.exit(EXIT_BROKEN_PIPE)
-        except KeyboardInterrupt:
-            stderr_console().print("interrupted", markup=False, highlight=False)
-            ctx.exit(EXIT_INTERRUPTED)
-        except OSError as error:
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            stderr_console().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
-            ctx.exit(EXIT_ENVIRONMENT)
-        except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
-            if ctx.find_root().params.get("debug"):
-                raise
-            from rich.markup import escape
+        from rich.markup import escape
 
-            stderr_console().print(
-                f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
-                "(a bug in ptxtool; run again with --debug for the traceback)",
-                markup=True,
-            )
-            ctx.exit(EXIT_INTERNAL)
-
-    return run
+        stderr_console().print(
+            f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
+            "(a bug in ptxtool; run again with --debug for the traceback)",
+            markup=True,
+        )
+        return EXIT_INTERNAL
+    return 0
 
 
 def _raise_if_reader_gone() -> None:

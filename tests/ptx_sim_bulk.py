@@ -1,9 +1,8 @@
-"""tests/ptx_sim_roles.py's CTA with what the bulk producers add: `.const` tables, `cp.async.bulk
-... complete_tx` (the copy lands as late as allowed: when a thread would otherwise spin; its bytes then count down
-the mbarrier's tx-count), `mbarrier.expect_tx` and `mbarrier.arrive.expect_tx`, `red.shared.min/max`, and the warp
-collectives `bar.warp.sync` and `vote.sync.all` as real warp barriers (a lane waits until all 32 of its warp reach
-it). A bulk copy asserts its alignment (16-byte source, destination and size), so a trip that should have fallen
-back to cp.async fails loudly."""
+"""tests/ptx_sim_roles.py's CTA with what the bulk producers add: `cp.async.bulk ... complete_tx` (the copy
+lands as late as allowed: when a thread would otherwise spin; its bytes then count down the mbarrier's tx-count),
+`mbarrier.expect_tx` and `mbarrier.arrive.expect_tx`, and the warp collectives `bar.warp.sync` and `vote.sync.all`
+as real warp barriers (a lane waits until all 32 of its warp reach it). A bulk copy asserts its alignment (16-byte
+source, destination and size), so a trip that should have fallen back to cp.async fails loudly."""
 
 from __future__ import annotations
 
@@ -12,19 +11,10 @@ from ptx_sim_roles import RolesCta
 
 from ptxtool.syntax import ast, parse
 
-_TABLES = 1 << 28  # the tables' addresses: far above the tests' global memory (at 0), within 32 bits
-
 
 class BulkCta(RolesCta):
     def __init__(self, module_text: str, threads: int, ctaid: int, seed: int = 0) -> None:
         super().__init__(module_text, threads, ctaid, seed)
-        self.tables = bytearray()
-        for d in parse(module_text).items:
-            if isinstance(d, ast.Declaration) and d.has(".const"):
-                for x in d.declarators:
-                    self.symbols[x.name] = _TABLES + len(self.tables)
-                    for item in x.init.items:
-                        self.tables += int(ast.literal_value(item.text)).to_bytes(4, "little")
         self.tx: dict[int, int] = {}  # mbarrier address -> transaction bytes still expected
         self.bulk: list[tuple[int, int, int, int]] = []  # copies in flight: dst, src, size, mbarrier
         self.issued = 0  # bulk copies issued: the trips that took the bulk path, not the fallback
@@ -65,7 +55,7 @@ class BulkCta(RolesCta):
         i = self.linear.ops[t.pc].instruction
         family = self.families[t.pc]
         ops = i.operands
-        ours = family.startswith(("mbarrier", "cp.async.bulk")) or i.opcode in ("red", "ld")
+        ours = family.startswith(("mbarrier", "cp.async.bulk"))
         if i.guard is not None and ours:
             taken = bool(t.regs.get(i.guard.predicate.text, False)) != i.guard.negated
             if not taken:
@@ -114,19 +104,6 @@ class BulkCta(RolesCta):
             return super().step(t, params, memory)
         if family.startswith("fence.proxy"):
             t.pc += 1
-            return None
-        if i.opcode == "red":
-            t.pc += 1
-            where, size = self.address(t, ops[0], params), int(i.modifiers[-1][1:]) // 8
-            old = int.from_bytes(self.shared[where : where + size], "little")
-            new = int(self.value(t, ops[1], 8 * size, params))
-            pick = min if "min" in i.modifiers else max
-            self.shared[where : where + size] = pick(old, new).to_bytes(size, "little")
-            return None
-        if i.opcode == "ld" and "const" in i.modifiers:
-            t.pc += 1
-            where = self.address(t, ops[1], params) - _TABLES
-            t.regs[ops[0].text] = int.from_bytes(self.tables[where : where + 4], "little")
             return None
         if i.opcode == "cvt" and i.guard is None:
             t.pc += 1

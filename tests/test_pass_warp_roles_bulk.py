@@ -23,28 +23,19 @@ from ptxtool.analysis.staging import StagedLoop, find_staged_loop
 from ptxtool.passes.report import PassReport
 from ptxtool.passes.warp_roles import RoleSettings, sass_proof, warp_roles
 from ptxtool.passes.warp_roles.async_producers import producer_copies
-from ptxtool.passes.warp_roles.footprint import NO_RUN, Footprint, footprint
+from ptxtool.passes.warp_roles.footprint import Footprint, footprint
 from ptxtool.passes.warp_roles.zero_fill import bounds
 from ptxtool.syntax import format_module, parse
 from ptxtool.toolchain.compile import compile_ptx
 
 MIXED = (Path(__file__).parent / "data" / "warp_roles" / "mixed.ptx").read_text()
-BULK = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz, [%wr_bar];"
+BULK = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%wr_o], [%wr_b], %wr_sz0, [%wr_bar];"
 NOINC = "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%wr_bar];"
 
 
 def _split(text: str, **settings) -> tuple[str | None, PassReport]:
     out, report = warp_roles(parse(text), RoleSettings(variant="split-bulk", **settings))
     return (format_module(out) if report.rewrites else None), report
-
-
-def _table(out: str, name: str) -> list[int]:
-    """The values of the output's `.const` table `name`."""
-    from ptxtool.syntax import ast
-
-    declared = [d for d in parse(out).items if isinstance(d, ast.Declaration) and d.has(".const")]
-    (x,) = [x for d in declared for x in d.declarators if x.name == name]
-    return [int(ast.literal_value(i.text)) for i in x.init.items]
 
 
 def _trip(out: str) -> str:
@@ -56,32 +47,33 @@ def _trip(out: str) -> str:
 @pytest.mark.parametrize("stages", [2, 3])
 def test_structure(stages: int) -> None:
     """One producer warp (the block grows by 32, full counts its 32 lanes); per trip: the empty wait, the per-run
-    check (the atoms once: the parameter, its cvta, the trip's offset from the register captured before the loop,
-    the widening; lane 0 evaluates run 0's source, its alignment and its no-wrap assumption), no check pass (no
+    check (lane 0, run 0's: the atoms it reads, the parameter, its cvta, the trip's offset from the register
+    captured before the loop, the widening; run 0's source, its alignment and its no-wrap assumption), no check pass (no
     loose or zero-filled word), the vote, then either lane 0's expect_tx of exactly the runs' bytes, the async-proxy
-    fence and one bulk copy per run, or the fallback's cp.asyncs; then one noinc arrival per lane for both; the run
-    tables give every granule of the slot its run."""
+    fence and one bulk copy per run (its slot offset and size immediates of lane 0's run: no table), or the
+    fallback's cp.asyncs; then one noinc arrival per lane for both."""
     out, report = _split(STAGED, stages=stages)
     assert out is not None, report.skipped
     assert ".reqntid 160, 1, 1" in out
     for s in range(stages):
         assert f"mbarrier.init.shared::cta.b64 [__wr_full+{8 * s}], 32;" in out
         assert f"mbarrier.init.shared::cta.b64 [__wr_empty+{8 * s}], 128;" in out
-    assert _table(out, "__wr_staged_run") == [0] * 32  # the 32 granules of the 512-byte slot: run 0
-    assert _table(out, "__wr_staged_start") == [0] and _table(out, "__wr_staged_size") == [512]
+    assert ".const" not in out and "ld.const" not in out
     trip = _trip(out)
     order = [
         "mbarrier.try_wait.parity.shared::cta.b64 %wr_done, [%wr_bar], %wr_eph;",
         "setp.eq.u32 %wr_q, %wr_k, 0;",
         "@%wr_q mov.b64 %wr_init0, %rd5;",  # trip 0: the trip register as the loop found it
+        "setp.ne.u32 %wr_q, %wr_vtid, 0;",  # run 0: lane 0, which alone computes the atoms only run 0 reads
         "ld.param.u64 %wr_at0, [staged_a+0];",
         "cvta.to.global.u64 %wr_at1, %wr_ev;",
         "sub.s64 %wr_at2, %rd5, %wr_init0;",  # trip:%rd5
         "and.b64 %wr_at5, %wr_ev, 4294967295;",  # zext32(128 * %ctaid.x * n)
-        "setp.ne.u32 %wr_q, %wr_vtid, 0;",  # run 0: lane 0
         "and.b64 %wr_mul, %wr_sum, 15;",  # 16-byte aligned
         "add.s64 %wr_mul, %wr_at5, 127;",  # the assumption: 128 * ctaid * n + 127 < 2^32
         "setp.ge.s64 %wr_q, %wr_mul, 4294967296;",
+        "mov.u32 %wr_st0, 0;",  # run 0's slot offset and size
+        "mov.u32 %wr_sz0, 512;",
         "$__wr_run0:",
         "vote.sync.all.pred %wr_bulk, %wr_ok, -1;",
         "@!%wr_bulk bra $__wr_fallback;",
@@ -97,8 +89,7 @@ def test_structure(stages: int) -> None:
     places = [trip.index(x) for x in order]
     assert places == sorted(places), list(zip(order, places, strict=True))
     assert trip.count(BULK) == 1 and trip.count("expect_tx") == 1 and trip.count(NOINC) == 1
-    assert "$__wr_cstaging" not in trip and "red.shared" not in out  # no check pass: no loose or zero-filled word
-    assert "__wr_bounds" not in out
+    assert "$__wr_cstaging" not in trip  # no check pass: no loose or zero-filled word
     assert len([x for x in trip[: trip.index("$__wr_fallback:")].splitlines() if x.strip().endswith(";")]) < 80
     assert "ld.global.nc.f32" not in out.partition("$__wr_producer:")[2] and "st.shared.f32" not in trip
     assert out.rstrip().endswith("cp.async.wait_all;\n\tret;\n}")
@@ -108,17 +99,23 @@ def test_structure(stages: int) -> None:
 def test_loose_words() -> None:
     """`col` holds its floats in the reverse of their global order: no run; its words are copied with cp.async on
     both paths (in the check pass, and never again in the fallback), `tile` is the one run; expect_tx counts the
-    run's bytes only."""
+    run's bytes only. Which store writes which is known statically: no store is told apart at run time."""
     out, report = _split(MIXED)
     assert out is not None, report.skipped
-    assert _table(out, "__wr_mixed_run") == [0] * 32 + [NO_RUN] * 32
+    module = parse(MIXED)
+    found = find_staged_loop(module, module.kernels[0], stages=2, extra_threads=32)
+    assert isinstance(found, StagedLoop)
+    cfg = build_cfg(module.kernels[0])
+    laid = footprint(cfg, found, producer_copies(cfg, found))
+    assert isinstance(laid, Footprint)
+    assert [kind for _, kind in laid.kinds] == ["run", "loose"] and laid.spans == ((0, 512),)
     trip = _trip(out)
     assert "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%wr_bar], 512;" in trip
     check = trip[trip.index("mov.pred %wr_ok, 1;") : trip.index("%wr_at")]  # the check pass: the loose words only
     fallback = trip[trip.index("$__wr_fallback:") : trip.index("$__wr_staged:")]
-    assert "red.shared" not in check
-    assert len(re.findall(r"@%wr_loose cp\.async\.ca", check)) == 8  # both stores, 4 shares: only loose words
-    assert len(re.findall(r"@!%wr_loose cp\.async\.ca", fallback)) == 8  # the run words only
+    assert "%wr_loose" not in trip
+    assert len(re.findall(r"cp\.async\.ca", check)) == 4  # col's store, 4 shares: only loose words
+    assert len(re.findall(r"cp\.async\.ca", fallback)) == 4  # tile's: the run words only
     assert any("512 bytes per trip (mbarrier.expect_tx), 512 with cp.async" in r for r in report.rewrites[0].reasons)
 
 
@@ -219,10 +216,10 @@ BULK_REFUSALS = {
         (STEPPED, ("\tadd.s64 \t%rd5, %rd5, 512;\n\tadd.s32 \t%r12", "\tadd.s32 \t%r12")),
         "the check pass and the fallback would step it twice",
     ),
-    # the ring of 2 x 24560 bytes and its mbarriers fill 48 KB exactly: the run's 16 bytes of bounds do not fit
-    "bounds_overflow": (
-        (("tile[512]", "tile[24560]"),),
-        "shared memory does not fit 2 stages and the bounds of 1 runs: 49168 bytes > 49152",
+    # the ring of 2 x 24576 bytes and its mbarriers (16 bytes a slot) do not fit 48 KB
+    "ring_overflow": (
+        (("tile[512]", "tile[24576]"),),
+        "shared memory does not fit 2 stages: 49184 bytes > 49152",
     ),
     # a computed value, not a copy: the producers' cp.async conversion refuses it
     "computed": (
@@ -463,3 +460,33 @@ def test_zero_fill_proven_per_run_or_checked_per_word(rule: str) -> None:
         broken = out.replace("setp.lt.s64 %wr_q, %wr_hi, 2147483648;", "setp.lt.s64 %wr_q, %wr_hi, 4294967296;")
         assert broken != out
         assert _simulated(broken, 5, 0, seed=3)[0] != _simulated(source, 5, 0)[0]
+
+
+# thread t stores tile[t + 1]: slot bytes 4..516, trimmed to the run [16, 512); the one store writes the loose words
+# of threads 0, 1, 2 and 127 and the run words of the others
+SHIFTED = (
+    ("tile[512]", "tile[528]"),
+    ("\tshl.b32 \t%r7, %r2, 2;", "\tadd.s32 \t%r13, %r2, 1;\n\tshl.b32 \t%r7, %r13, 2;"),
+)
+
+
+def test_a_store_writing_run_and_loose_words() -> None:
+    """A store whose words are in a run for some threads and loose for others tells them apart at run time by its
+    slot offset against the runs' span: loose ones copied in the check pass, run ones on the fallback. The input's
+    bits on the simulator: with the tile 4 bytes past 16-byte alignment the run's source is aligned (bulk), at 0 it
+    is not (every trip falls back)."""
+    source = _planted(*SHIFTED)
+    out, report = _split(source)
+    assert out is not None, report.skipped
+    trip = _trip(out)
+    assert "setp.lt.u32 %wr_q, %wr_rb, 496;" in trip  # offset - 16 < 496: in the run [16, 512)
+    check = trip[trip.index("mov.pred %wr_ok, 1;") : trip.index("%wr_at")]
+    fallback = trip[trip.index("$__wr_fallback:") : trip.index("$__wr_staged:")]
+    assert len(re.findall(r"@%wr_loose cp\.async\.ca", check)) == 4
+    assert len(re.findall(r"@!%wr_loose cp\.async\.ca", fallback)) == 4
+    for shift, bulk in ((0, 0), (4, 10)):
+        got, issued = _simulated(out, 5, shift, pad=4)
+        assert got == _simulated(source, 5, shift, pad=4)[0] and issued == bulk, (shift, issued)
+    broken = out.replace("mov.pred %wr_loose, 1;", "mov.pred %wr_loose, 0;")
+    assert broken != out  # every word taken as a run word: on bulk trips the loose ones are never copied
+    assert _simulated(broken, 5, 4, pad=4)[0] != _simulated(source, 5, 4, pad=4)[0]

@@ -443,3 +443,21 @@ def test_an_instruction_line_is_only_a_statement() -> None:
         fast, slow = _both_ways(text)
         assert fast == slow
         assert any(found in message for _, _, message in fast), fast
+
+
+def test_a_grammar_rule_without_a_node_builder_is_refused_when_the_driver_is_made() -> None:
+    """Builders are made at a rule's first reduction, but a missing one must not wait for a file that uses it."""
+    from ptxtool.syntax import tables
+    from ptxtool.syntax.lalr import Driver
+
+    driver, _, build, _ = _parser()
+    assert driver.builders  # the real builder has every rule's method
+
+    class Lacking:
+        def __getattr__(self, name: str) -> object:
+            if name == "instruction":
+                raise AttributeError(name)
+            return getattr(build, name)
+
+    with pytest.raises(TypeError, match="no node builder for grammar rule 'instruction'"):
+        Driver(tables.load(), Lacking())

@@ -37,17 +37,23 @@ class _Splice(list):
     """The children of a helper rule Lark made for `x*`/`x+` (named `__...`): spliced into the rule that uses it."""
 
 
+def _method(rule: Rule, nodes: object) -> Callable[..., object] | None:
+    """What makes a rule's node: `_Splice` for a `__` helper rule, the method named after the alias or rule, None
+    for a `?rule` without one (it passes its child on); TypeError where the grammar names a rule `nodes` lacks."""
+    if rule.spliced:
+        return _Splice
+    method = getattr(nodes, rule.name, None)
+    if method is None and not rule.expand1:
+        raise TypeError(f"no node builder for grammar rule {rule.name!r}")
+    return method
+
+
 def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     """A function from a rule's matched children to its value, with Lark's tree-shaping rules: punctuation written
     as a string in the grammar is dropped, `__` helper rules are spliced in, a `?rule` alternative with one child
     and no alias is that child; otherwise the method named after the alias or rule is called with the children."""
     keep = rule.keep
-    if rule.spliced:
-        method = _Splice
-    else:
-        method = getattr(nodes, rule.name, None)
-        if method is None and not rule.expand1:
-            raise TypeError(f"no node builder for grammar rule {rule.name!r}")
+    method = _method(rule, nodes)
     expand1 = rule.expand1
 
     def build(children: list) -> object:
@@ -142,10 +148,9 @@ class Driver:
         for rule in tables.rules:
             if rule.expand1 and rule.size == 1 and rule.keep == ((0, False),):
                 self.builders.append(None)
-            elif rule.spliced or rule.expand1 or hasattr(nodes, rule.name):
-                self.builders.append(_on_first_use(self.builders, len(self.builders), rule, nodes))
             else:
-                raise TypeError(f"no node builder for grammar rule {rule.name!r}")
+                _method(rule, nodes)  # a rule without a builder is refused now, not at its first reduction
+                self.builders.append(_on_first_use(self.builders, len(self.builders), rule, nodes))
         self.actions: dict[int, dict[str, Action]] = tables.states
         # states where a statement or module item may begin: errors roll back to such a state
         self.statement_starts = frozenset(

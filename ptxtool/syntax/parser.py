@@ -547,13 +547,18 @@ class _Build:
                     self._missing_semicolon(before, word)
             spelled += "".join(t.value for t in operands[:words])
             operands = operands[words:]
+        opcode, modifiers = self._opcode(spelled)
+        return ast.Instruction(
+            opcode, modifiers, operands, guard, line=op.line, column=op.column, end_line=self.session.prev_line
+        )
+
+    def _opcode(self, spelled: str) -> tuple[str, tuple[str, ...]]:
+        """`ld.global.f32` as ("ld", ("global", "f32")), split once per spelling in a file."""
         split = self.opcodes.get(spelled)
         if split is None:
             opcode, *modifiers = spelled.split(".")
             split = self.opcodes[spelled] = (opcode, tuple(modifiers))
-        return ast.Instruction(
-            split[0], split[1], operands, guard, line=op.line, column=op.column, end_line=self.session.prev_line
-        )
+        return split
 
     def _missing_semicolon(self, before: Token, word: Token) -> None:
         """A declaration word after an opcode's words: the `;` of the line before is missing (or it is misplaced)."""
@@ -669,11 +674,8 @@ class _Build:
                     children.append(self._imm(item))
                 else:
                     children.append(self._name(item))
-        split = self.opcodes.get(opcode)
-        if split is None:
-            name, *modifiers = opcode.split(".")
-            split = self.opcodes[opcode] = (name, tuple(modifiers))
-        node = ast.Instruction(split[0], split[1], tuple(children), guard, line=line, column=column, end_line=line)
+        name, modifiers = self._opcode(opcode)
+        node = ast.Instruction(name, modifiers, tuple(children), guard, line=line, column=column, end_line=line)
         return node, found.end()
 
     def _declaration(self, start: int, line: int, column: int) -> tuple[object, int] | None:

@@ -51,11 +51,11 @@ from ptxtool.passes.warp_roles.emit import (
     statements,
 )
 from ptxtool.passes.warp_roles.footprint import Footprint, footprint
-from ptxtool.passes.warp_roles.per_run import per_run_code
+from ptxtool.passes.warp_roles.per_run import RunCode, per_run_code
 from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
 from ptxtool.passes.warp_roles.producers import Staging, producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
-from ptxtool.syntax import ast, parse
+from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import SassMark, mbarrier_sass
 
 NAME = "warp-roles"
@@ -126,8 +126,9 @@ def _split(
     staging = async_producers.async_staging(copies, wide, registers) if copies else Staging()
     plan = per_run_code(bulk, registers) if bulk is not None else None
     if bulk is not None:
+        assert isinstance(plan, RunCode)  # the footprint's refusal said so first
         staging = bulk_producers.bulk_staging(
-            function.name, copies, bulk, wide, registers, forms.space, plan, bulk_producers.feeds_tail(cfg, found)
+            copies, bulk, wide, registers, forms.space, plan, bulk_producers.feeds_tail(cfg, found)
         )
     producers = producer_code(function, found, shares, stages, stage_bytes, forms, ring_names, wide, staging)
     producer_threads = n // shares
@@ -145,7 +146,7 @@ def _split(
             *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             *([async_producers.declarations(copies)] if copies else []),
-            *([bulk_producers.declarations(bulk, plan)] if bulk is not None else []),
+            *([bulk_producers.declarations(plan)] if isinstance(plan, RunCode) else []),
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",
@@ -210,7 +211,6 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     arch = next((t for t in map(Target.parse, module.targets) if t), None)
     forms = Forms.of(module, arch) if arch else None
     new_items = list(module.items)
-    before: dict[int, list[ast.Statement]] = {}  # module-scope declarations a split kernel needs before it
     for at, item in enumerate(module.items):
         if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
             continue
@@ -279,6 +279,9 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             laid = bulk_producers.replay_refusal(cfg, found) or footprint(cfg, found, copies)
             if isinstance(laid, Footprint) and (why := bulk_producers.unfitting(module, found, laid, settings.stages)):
                 laid = (item.line, why)
+            names = frozenset(r.name for r in cfg.linear.registers.values())
+            if isinstance(laid, Footprint) and isinstance(why := per_run_code(laid, names), str):
+                laid = (item.line, f"the per-run check cannot be built: {why}")
             if isinstance(laid, tuple):
                 line, why = laid
                 found = Refusal(item.name, line, f"bulk producers: {why}")
@@ -294,10 +297,6 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             report.skipped.append(Skip(item.name, item.line, "warp-roles", why))
             continue
         new_items[at] = split
-        if runs is not None:
-            header = f".version {module.version}\n.target {', '.join(module.targets)}\n.address_size 64\n"
-            tables = parse(header + bulk_producers.run_tables(item.name, runs)).items
-            before[at] = [d for d in tables if isinstance(d, ast.Declaration)]
         _, stage_bytes = ring_layout(found)
         total = found.threads + 32 * producers
         report.rewrites.append(
@@ -346,17 +345,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
             )
         )
         report.inserted.append(item.name)
-    items = [x for at, item in enumerate(new_items) for x in (*before.get(at, ()), item)]
-    return replace(module, items=tuple(items)), report
-
-
-def own_declarations(module: ast.Module, kernel: str) -> tuple[ast.Statement, ...]:
-    """The module-scope declarations the pass wrote for `kernel` (split-bulk's run tables), which a caller that
-    splices the split kernel into another module must carry with it."""
-    names = set(bulk_producers.tables(kernel))
-    return tuple(
-        d for d in module.items if isinstance(d, ast.Declaration) and any(x.name in names for x in d.declarators)
-    )
+    return replace(module, items=tuple(new_items)), report
 
 
 def _sizes(runs: Footprint) -> str:

@@ -38,8 +38,6 @@ from ptxtool.passes.warp_roles.sources import (
 )
 from ptxtool.passes.warp_roles.zero_fill import MAX_BOUNDS, Proof, bounds, run_proof
 
-NO_RUN = 0xFFFFFFFF  # a granule of the slot that no run covers (its words, if any, are loose)
-
 
 @dataclass(frozen=True)
 class Assumption:
@@ -124,12 +122,14 @@ class Atom:
 
 @dataclass(frozen=True)
 class Footprint:
-    """A trip's staged bytes as runs, in slot order, which run each 16-byte granule of the slot belongs to (NO_RUN:
-    none), and the bytes of the trip no run holds (copied with cp.async)."""
+    """A trip's staged bytes as runs, in slot order, the bytes of the trip no run holds (copied with cp.async), and
+    what each staging store writes over all threads: run words only, loose words only, or both ("mixed": told apart
+    at run time by the slot offset, against `spans`, the runs merged where they touch)."""
 
     runs: tuple[Run, ...]
-    granules: tuple[int, ...]
     loose: int = 0
+    kinds: tuple[tuple[int, str], ...] = ()  # store op -> "run", "loose" or "mixed"
+    spans: tuple[tuple[int, int], ...] = ()  # [start, end) of the slot's bytes that runs hold
     atoms: tuple[Atom, ...] | None = None  # what the runs' sources read, each after those it reads (None: unknown)
 
     @property
@@ -140,7 +140,7 @@ class Footprint:
 
 def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Footprint | tuple[int, str]:
     """The runs of one trip's staging writes over all threads, or (line, why none is bulk-copyable)."""
-    offsets, slot = ring_layout(found)
+    offsets, _ = ring_layout(found)
     trace, threads = staging_trace(cfg, found)
     sourcing = SourceTrace(cfg, found, trace, copies)
     words: list[tuple[int, int, str, int, int, Poly | None]] = []  # slot offset, size, buffer, thread, store, source
@@ -211,13 +211,19 @@ def footprint(cfg: CFG, found: StagedLoop, copies: tuple[AsyncCopy, ...]) -> Foo
         return line[words[0][4]].line, (
             f"a trip stages {total} bytes, more than an mbarrier's tx-count holds ({MBARRIER_TX_COUNT_MAX})"
         )
-    granules = [NO_RUN] * (slot // BULK_COPY_ALIGN)
-    for r, run in enumerate(runs):
-        for g in range(run.start // BULK_COPY_ALIGN, (run.start + run.size) // BULK_COPY_ALIGN):
-            granules[g] = r
+    spans: list[list[int]] = []
+    for run in runs:
+        if spans and spans[-1][1] == run.start:
+            spans[-1][1] += run.size
+        else:
+            spans.append([run.start, run.start + run.size])
+    held: dict[int, set[bool]] = {}
+    for offset, _, _, _, store, _ in words:
+        held.setdefault(store, set()).add(any(a <= offset < b for a, b in spans))
+    kinds = tuple((at, "mixed" if len(h) > 1 else "run" if True in h else "loose") for at, h in sorted(held.items()))
     runs = _proven(runs, loads)
     bases = {w.base: w for *_, uses in pieces for w, _, _ in uses.values()}
-    return Footprint(tuple(runs), tuple(granules), loose, _atoms(runs, bases, sourcing))
+    return Footprint(tuple(runs), loose, kinds, tuple(map(tuple, spans)), _atoms(runs, bases, sourcing))  # type: ignore[arg-type]
 
 
 def _proven(runs: list[Run], loads: dict[int, Cond | None]) -> list[Run]:

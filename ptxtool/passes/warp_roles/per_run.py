@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ptxtool.passes.warp_roles.conditions import TRUE
-from ptxtool.passes.warp_roles.footprint import Atom, Footprint
+from ptxtool.passes.warp_roles.footprint import Atom, Footprint, Run
 from ptxtool.passes.warp_roles.sources import Poly, Widening, signed
-from ptxtool.passes.warp_roles.zero_fill import Bound, Proof
+from ptxtool.passes.warp_roles.zero_fill import Bound, Proof, bounds
 
-MAX_RUNS = 64  # the per-run code is straight-line per run: beyond this many, the per-word check
+MAX_RUNS = 64  # the per-run code is straight-line per run: beyond this many, split-bulk is refused
 WARP = 32
 _LOADS = {16: ("u16", "%wr_h16"), 32: ("u32", "%wr_h32")}
 
@@ -129,27 +129,52 @@ def _proof_code(proof: Proof, index: dict[str, int], preds: list[str]) -> list[s
     ]
 
 
-def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
-    """The per-run check of `found`'s runs, or None where an atom is not one the producers can compute (then the
-    per-word check stays). `registers`: the kernel's register names (a trip register must be one)."""
+def _closure(run: Run, atoms: tuple[Atom, ...], index: dict[str, int]) -> set[int]:
+    """The atoms run `run`'s check reads (its source, assumptions, zero-fill proof), with the atoms they read."""
+    polys = [run.source, *(a.inner for a in run.assumptions)]
+    polys += [p for b in (bounds(run.loaded) if run.loaded is not None else ()) for p in (b.varying, b.bound)]
+    names = [n for p in polys for m, _ in p for n in m]
+    names += [Widening(a.kind, a.bits, a.inner, 0).base for a in run.assumptions]
+    out: set[int] = set()
+    while names:
+        k = index[names.pop()]
+        if k not in out:
+            out.add(k)
+            names += [n for m, _ in atoms[k].inner for n in m]
+    return out
+
+
+def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | str:
+    """The per-run check of `found`'s runs, or why the producers cannot build it. `registers`: the kernel's register
+    names (a trip register must be one)."""
     atoms = found.atoms
-    if atoms is None or not found.runs or len(found.runs) > MAX_RUNS:
-        return None
+    if len(found.runs) > MAX_RUNS:
+        return f"{len(found.runs)} runs, more than the per-run check's {MAX_RUNS}"
+    trips = [a for a in (atoms or ()) if a.kind == "trip"]
+    unknown = "a value the runs' sources read is not one the producers compute once a trip"
+    if atoms is None:
+        return unknown
+    for a in trips:
+        if a.operand not in registers:
+            return f"{unknown} (the step of a loop register of a nested scope)"
+        if a.bits not in (32, 64):
+            return f"{unknown} (the {a.bits}-bit step of {a.operand})"
     index = {a.name: k for k, a in enumerate(atoms)}
-    trips = [a for a in atoms if a.kind == "trip"]
-    if any(a.operand not in registers or a.bits not in (32, 64) for a in trips):
-        return None
     inits = {a.name: (f"%wr_init{n}", a.bits) for n, a in enumerate(trips)}
-    code: list[str] = []
-    preds: list[str] = []
-    width = 0
+    computed: dict[int, list[str]] = {}
     for k, atom in enumerate(atoms):
         lines = _atom_code(k, atom, index, inits)
         if lines is None:
-            return None
-        code += lines
+            return f"{unknown} ({atom.name})"
+        computed[k] = lines
+    reads = [_closure(run, atoms, index) for run in found.runs]
+    shared = {k for k in computed if sum(k in r for r in reads) > 1}  # the others: in their one run's block
+    code = [line for k in sorted(shared) for line in computed[k]]
+    preds: list[str] = []
+    width = 0
     for r, run in enumerate(found.runs):
         code += [f"setp.ne.u32 %wr_q, %wr_vtid, {r % WARP};", f"@%wr_q bra $__wr_run{r};"]
+        code += [line for k in sorted(reads[r] - shared) for line in computed[k]]
         code += _evaluated(run.source, "%wr_sum", index)
         code += ["and.b64 %wr_mul, %wr_sum, 15;", *_fails("setp.ne.s64 %wr_q, %wr_mul, 0")]
         for a in run.assumptions:
@@ -162,13 +187,15 @@ def per_run_code(found: Footprint, registers: frozenset[str]) -> RunCode | None:
             code += ["@!%wr_g0 mov.pred %wr_ok, 0;"]
             width = max(width, len(preds))
             preds = []
-        code += [f"mov.b64 %wr_run{r // WARP}, %wr_sum;", f"$__wr_run{r}:"]
+        j = r // WARP
+        code += [f"mov.b64 %wr_run{j}, %wr_sum;", f"mov.u32 %wr_st{j}, {run.start};", f"mov.u32 %wr_sz{j}, {run.size};"]
+        code += [f"$__wr_run{r}:"]
     sources = -(-len(found.runs) // WARP)
     declared = [
         f".reg .b64 %wr_at<{max(len(atoms), 1)}>, %wr_run<{sources}>, %wr_sum, %wr_ev, %wr_mul;",
         ".reg .b64 %wr_lo, %wr_hi, %wr_bd;",
         f".reg .pred %wr_g<{max(width, 1)}>;",
-        ".reg .b32 %wr_h32;",
+        f".reg .b32 %wr_h32, %wr_st<{sources}>, %wr_sz<{sources}>;",
         ".reg .b16 %wr_h16;",
         *(f".reg .b{bits} {init};" for init, bits in inits.values()),
     ]

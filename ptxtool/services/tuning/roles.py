@@ -43,15 +43,12 @@ def launch_block(before: ast.Function, after: ast.Function, spec_block: Dims) ->
     return block
 
 
-def split_kernel(
-    context: Context, roles: Any, registers: dict[str, int]
-) -> tuple[ast.Function, tuple[ast.Statement, ...]] | str:
-    """The tuned kernel as the pass splits it with these settings, with the module-scope declarations the pass
-    wrote for it (split-bulk's run tables), verified as `optimize` verifies the split (ptxas, the SASS's mbarrier
-    waits and arrivals), or why there is none. The pass runs on the parsed module first, so a refusal costs no
-    ptxas run."""
+def split_kernel(context: Context, roles: Any, registers: dict[str, int]) -> ast.Function | str:
+    """The tuned kernel as the pass splits it with these settings, verified as `optimize` verifies the split
+    (ptxas, the SASS's mbarrier waits and arrivals), or why there is none. The pass runs on the parsed module first,
+    so a refusal costs no ptxas run."""
     from ptxtool.passes import run_pipeline
-    from ptxtool.passes.warp_roles import NAME, own_declarations
+    from ptxtool.passes.warp_roles import NAME
     from ptxtool.services.optimize import Options, execute
     from ptxtool.syntax import parse
 
@@ -71,7 +68,7 @@ def split_kernel(
     if not any(r.kernel == kernel for r in report.rewrites):
         return "the pass left the kernel as it was"
     module = parse(result.text)
-    return next(f for f in module.kernels if f.name == kernel), own_declarations(module, kernel)
+    return next(f for f in module.kernels if f.name == kernel)
 
 
 def candidates(context: Context) -> Iterator[Candidate]:
@@ -99,14 +96,11 @@ def candidates(context: Context) -> Iterator[Candidate]:
         elif variant == "pipeline":  # the block and every thread's %tid stay: the spec's launch
             block = spec.block
         else:
-            block = launch_block(original, split[0], spec.block)
+            block = launch_block(original, split, spec.block)
         if isinstance(block, str) or isinstance(split, str):
             refused.setdefault(str(block), []).append(shown)
             continue
-        function, declared = split
-        items = tuple(
-            x for item in context.module.items for x in ((*declared, function) if item is original else (item,))
-        )
+        items = tuple(split if item is original else item for item in context.module.items)
         text = format_module(replace(context.module, items=items))
         if text in seen:
             context.notes.append(f"warp-roles {label} gives the same code as {seen[text]}")
