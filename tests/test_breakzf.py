@@ -290,6 +290,15 @@ SIXTY_FOUR_RUNS = (
     READ_BOTH_HALVES,
     ("\tadd.s64 \t%rd5, %rd5, 512;", "\tadd.s64 \t%rd5, %rd5, 2048;"),
 )
+# one store whose words are both run and loose words: threads 0..63 read floats 0..63 of the tile's 128, threads
+# 64..127 floats 127..64 (t ^ 63 (t >> 6), known per thread)
+MIXED_STORE = (
+    (
+        "\tadd.s32 \t%r5, %r4, %r2;",
+        "\tshr.u32 \t%r20, %r2, 6;\n\tmul.lo.u32 \t%r20, %r20, 63;\n\txor.b32 \t%r21, %r2, %r20;\n"
+        "\tadd.s32 \t%r5, %r4, %r21;",
+    ),
+)
 GE_M = "\tsetp.ge.u32 \t%p3, %r13, %r19;\n"  # zero where i >= m
 
 HELD = {
@@ -516,6 +525,18 @@ HELD = {
     "bound_per_thread": Probe(_branch("\tsub.s32 \t%r15, %r19, %r2;\n\tsetp.ge.u32 \t%p3, %r13, %r15;\n")),
     # unsigned `lo` with a negative index: x = i - m; zero where x <u 200 (i in [m, m + 200))
     "unsigned_lo_negative_index": Probe(_branch("\tsub.s32 \t%r14, %r13, %r19;\n\tsetp.lo.u32 \t%p3, %r14, 200;\n")),
+    # a store of run and loose words (m = 340: trip 2 zero-fills loose words only), and with i & 1 from i >= m on
+    "mixed_store_monotone": Probe(_branch(GE_M), edits=MIXED_STORE),
+    "mixed_store_zero_fills_loose_words_only": Probe(_branch(GE_M), edits=MIXED_STORE, bound=340),
+    "mixed_store_low_bit": Probe(
+        _branch(f"\tand.b32 \t%r14, %r13, 1;\n\tsetp.ne.u32 \t%p4, %r14, 0;\n{FROM_M}"), edits=MIXED_STORE
+    ),
+    # the zero set in the compute part of the trip before (after the store), the staging part's branch around the
+    # load: the stored register's zero comes from outside the staging part
+    "zero_from_the_trip_before": Probe(
+        f"{INDEX}{GE_M}\t@%p3 bra \t$L__st;\n{LOAD}$L__st:\n",
+        edits=((BEFORE_LOOP, f"{BEFORE_LOOP}{ZERO}"), (FMA, f"{FMA}{ZERO}")),
+    ),
     # the guard on the st.shared instead of the load: a byte some trips skip (refused)
     "guarded_store": Probe(
         None,
