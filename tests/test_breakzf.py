@@ -299,6 +299,17 @@ MIXED_STORE = (
         "\tadd.s32 \t%r5, %r4, %r21;",
     ),
 )
+# 16 branches in a row, each joining a condition twice the size of the one before: zero where i >= m and, for each
+# k, i < 1000 + k or i >= m + k (the conditions past conditions.MAX_NODES are not followed)
+JOINS = (
+    f"{INDEX}{ZERO}\tsetp.ge.u32 \t%p3, %r13, %r19;\n"
+    + "".join(
+        f"\tsetp.lt.u32 \t%p4, %r13, {1000 + k};\n\t@%p4 bra \t$L__j{k};\n\tadd.s32 \t%r15, %r19, {k};\n"
+        f"\tsetp.ge.u32 \t%p5, %r13, %r15;\n\tand.pred \t%p3, %p3, %p5;\n$L__j{k}:\n"
+        for k in range(16)
+    )
+    + f"\t@%p3 bra \t$L__st;\n{LOAD}$L__st:\n"
+)
 GE_M = "\tsetp.ge.u32 \t%p3, %r13, %r19;\n"  # zero where i >= m
 
 HELD = {
@@ -537,6 +548,7 @@ HELD = {
         f"{INDEX}{GE_M}\t@%p3 bra \t$L__st;\n{LOAD}$L__st:\n",
         edits=((BEFORE_LOOP, f"{BEFORE_LOOP}{ZERO}"), (FMA, f"{FMA}{ZERO}")),
     ),
+    "sixteen_joins_in_a_row": Probe(JOINS),
     # the guard on the st.shared instead of the load: a byte some trips skip (refused)
     "guarded_store": Probe(
         None,
