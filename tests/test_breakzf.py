@@ -237,6 +237,18 @@ FILL_LOOP = (
     READ_BOTH_HALVES,
     ("\tadd.s64 \t%rd5, %rd5, 512;", "\tadd.s64 \t%rd5, %rd5, 1024;"),
 )
+# the fill loop with its load predicated (iteration 0 always, then where i < m) instead of branched around
+FILL_LOOP_PREDICATED = tuple(
+    (
+        old,
+        new.replace(
+            "\tsetp.ge.u32 \t%p3, %r13, %r19;\n\t@%p3 bra \t$L__st;\n\tld.global.nc.f32 \t%f2, [%rd10];\n$L__st:\n",
+            "\tsetp.eq.u32 \t%p6, %r16, 0;\n\tsetp.lt.u32 \t%p7, %r13, %r19;\n\tor.pred \t%p6, %p6, %p7;\n"
+            "\t@%p6 ld.global.nc.f32 \t%f2, [%rd10];\n",
+        ),
+    )
+    for old, new in FILL_LOOP
+)
 # the fill loop with the zero inside it (nvcc's `s[j] = i < m ? a[i] : 0` for j = tid, tid + 128): no word kept
 FILL_LOOP_ZEROED = tuple(
     (old, new.replace(ZERO, "").replace("$L__fill:\n", f"$L__fill:\n{ZERO}")) for old, new in FILL_LOOP
@@ -584,14 +596,25 @@ BROKEN = {
     # load's address as the word's source (SourceTrace.last is set on both ways of the branch) and its condition
     # as `(skipped and loaded before) or loaded`: the proof holds and the bulk copy reads a[384 + t]
     "fill_loop_keeps_the_word_before": Probe(None, bound=384, edits=FILL_LOOP, floats=256, never=100000),
+    # the fill loop's load predicated instead: loaded where it is iteration 0 or i < m, no zero in the loop: every
+    # word's flag is on (iteration 1's `on or loaded`), so no compare is checked at all and every aligned trip is
+    # copied in bulk from iteration 1's addresses, where the input keeps iteration 0's floats for i >= m
+    "fill_loop_predicated_load_keeps_the_word_before": Probe(
+        None, bound=384, edits=FILL_LOOP_PREDICATED, floats=256, never=100000
+    ),
 }
+LAST_SOURCE = (
+    "sources.py SourceTrace.observe sets self.last[load] (the word's source) whether or not the load runs (taken False "
+    "or a branch's way that skips it), while the flag stays on from an earlier fill iteration: the word is said loaded "
+    "from an address the input did not read"
+)
 _CAUSES = {
     "predicate_pair_second": "sources.py SourceTrace.conditions sets every destination of setp p|q to the compare "
     "(q is its negation)",
     "predicate_pair_sink": "sources.py SourceTrace.conditions sets every destination of setp p|q to the compare "
     "(q is its negation)",
-    "fill_loop_keeps_the_word_before": "sources.py SourceTrace.observe records a load's address as the word's "
-    "source on a path that skips the load, where the flag stays on from an earlier fill iteration",
+    "fill_loop_keeps_the_word_before": LAST_SOURCE,
+    "fill_loop_predicated_load_keeps_the_word_before": LAST_SOURCE,
 }
 
 
