@@ -223,3 +223,37 @@ def test_one_c_for_the_whole_run_is_still_checked() -> None:
         expected, _ = _simulated(ONE_C, k)
         got, issued = _simulated(out, k)
         assert got == expected and issued == bulk, (k, issued)
+
+
+def test_load_conditions_and_their_proof_per_run() -> None:
+    """conditions.py: a negated compare is a compare, a join of two paths `c ? first : second`; zero_fill.py: a
+    compare monotone in the word's constant with a bound the same in every word is proven at the run's two ends,
+    one not monotone (ne), a bound that varies with the index, or a 64-bit index that varies is not."""
+    from ptxtool.passes.warp_roles.conditions import FALSE, TRUE, choose, compare, negate
+    from ptxtool.passes.warp_roles.zero_fill import Bound, run_proof
+
+    g, n = ((("trip",), 1024),), ((("n",), 1),)
+    index = lambda k: plus(g, constant(k, 32), 32)  # noqa: E731
+    outside = compare("lt", True, 32, index(0), ()), compare("ge", True, 32, index(0), n)
+    assert negate(outside[0]) == ("cmp", "ge", True, 32, index(0), ())
+    assert (
+        compare("lt", True, 32, constant(-1, 32), ()) == TRUE
+        and compare("lt", False, 32, constant(-1, 32), ()) == FALSE
+    )
+    assert choose(outside[0], FALSE, TRUE) == negate(outside[0])  # the load on the branch's fall-through
+    loaded = [
+        choose(("or", compare("lt", True, 32, index(k), ()), compare("ge", True, 32, index(k), n)), FALSE, TRUE)
+        for k in range(-4, 12)
+    ]
+    assert run_proof(loaded) == (
+        "and",
+        Bound("ge", True, 32, g, -4, 11, ()),
+        Bound("lt", True, 32, g, -4, 11, n),
+    )
+    assert run_proof([compare("ne", False, 32, index(k), n) for k in range(4)]) is None
+    assert run_proof([compare("ne", False, 32, index(0), n)] * 4) == Bound("ne", False, 32, g, 0, 0, n)
+    both = [compare("lt", False, 32, index(k), plus(n, constant(-k, 32), 32)) for k in range(4)]
+    assert run_proof(both) is None  # the bound varies with the word as the index does
+    wide = [compare("lt", False, 64, plus(g, constant(k)), n) for k in range(4)]
+    assert run_proof(wide) is None  # a 64-bit index: its wrap is not checked
+    assert run_proof([TRUE, FALSE]) is None and run_proof([TRUE, None]) is None and run_proof([TRUE]) == TRUE

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
@@ -166,12 +167,18 @@ class FillTrace:
         return join
 
     def joined(self, at: int, state: _State, first: _State, second: _State) -> None:
-        """`state` after the branch at op `at` ran both ways (`first`: taken): the values both ways agree on."""
+        """`state` after the branch at op `at` ran both ways (`first`: taken): the values both ways agree on, and
+        `merger`'s for the others."""
+        merge = self.merger(at, state)
         for key in first.keys() | second.keys():
             if key not in first or key not in second or first[key] != second[key]:
-                state[key] = None
+                state[key] = merge(key, first.get(key), second.get(key))
             else:
                 state[key] = first[key]
+
+    def merger(self, at: int, state: _State) -> Callable[[Any, Any, Any], Any]:
+        """How a value the two ways of the branch at op `at` disagree on joins (`state`: before the branch): unknown."""
+        return lambda key, first, second: None
 
     def store(
         self, tid: int, at: int, taken: bool | None, state: _State, out: list[Write], forks: tuple[int, ...]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
@@ -183,16 +184,18 @@ class SourceTrace(FillTrace):
             loaded = state.get(("f", at)) if at in self.filling else TRUE
             self.sourced.append(Sourced(out[-1], self.last.get(self.load_of.get(at, -2)), loaded))
 
-    def joined(self, at: int, state: dict, first: dict, second: dict) -> None:
-        """Conditions and flags join as `c ? first : second` (c: the branch taken); values as fills.py's."""
+    def merger(self, at: int, state: dict) -> Callable[[Any, Any, Any], Any]:
+        """Conditions and flags the two ways disagree on join as `c ? first : second` (c: the branch taken); other
+        values are unknown."""
         i = self.ops[at].instruction
         taken = self.condition(at, i.guard.predicate, state) if i.guard is not None else TRUE
         if i.guard is not None and i.guard.negated:
             taken = negate(taken)
-        kept = {k for k in first.keys() | second.keys() if isinstance(k, tuple) and k[0] in ("p", "f")}
-        joined = {k: choose(taken, first.get(k), second.get(k)) for k in kept}
-        super().joined(at, state, first, second)
-        state.update(joined)
+
+        def merge(key: Any, first: Any, second: Any) -> Any:
+            return choose(taken, first, second) if isinstance(key, tuple) and key[0] in ("p", "f") else None
+
+        return merge
 
     def condition(self, at: int, operand: ast.Operand, state: dict) -> Cond | None:
         """Predicate `operand` of op `at` in this thread: a known value, or its condition (None: not followed)."""
