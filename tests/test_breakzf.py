@@ -5,7 +5,9 @@ would have zero-filled (or kept): silent wrong results. Each probe plants a boun
 (tests/data/warp_roles/staged.ptx, a bound parameter `m` added) and demands one of: the pass refuses (with a
 reason), or its output is what ptxas accepts and gives the input's bits on the CPU simulator, with the tiles 16-byte
 aligned and 4 bytes off, for a bound that zero-fills some words of some trips and none of others. A probe that
-broke the pass is marked xfail(strict) with its exact cause: the test of what a correct pass must do."""
+broke the pass is marked xfail(strict) with its exact cause: the test of what a correct pass must do. The simulator
+(tests/ptx_sim_bulk.py) is extended here with the predicate forms the probes plant (setp p|q, combining setp, lo/hi,
+xor.pred, `!%p` operands, cvt's sign extension); each probe runs the pass under a time bound."""
 
 from __future__ import annotations
 
@@ -603,16 +605,18 @@ BROKEN = {
         None, bound=384, edits=FILL_LOOP_PREDICATED, floats=256, never=100000
     ),
 }
+PAIR = (
+    "sources.py SourceTrace.conditions (`for key in op.defs: state['p', key] = value`) gives every destination of "
+    "`setp p|q` the compare, q too (its negation); isa/integer.py compare_form takes the PredPair destination"
+)
 LAST_SOURCE = (
     "sources.py SourceTrace.observe sets self.last[load] (the word's source) whether or not the load runs (taken False "
     "or a branch's way that skips it), while the flag stays on from an earlier fill iteration: the word is said loaded "
     "from an address the input did not read"
 )
 _CAUSES = {
-    "predicate_pair_second": "sources.py SourceTrace.conditions sets every destination of setp p|q to the compare "
-    "(q is its negation)",
-    "predicate_pair_sink": "sources.py SourceTrace.conditions sets every destination of setp p|q to the compare "
-    "(q is its negation)",
+    "predicate_pair_second": PAIR,
+    "predicate_pair_sink": PAIR,
     "fill_loop_keeps_the_word_before": LAST_SOURCE,
     "fill_loop_predicated_load_keeps_the_word_before": LAST_SOURCE,
 }
