@@ -586,7 +586,7 @@ def test_held(name: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Breaks: the pass copies in bulk bytes the input zero-fills or keeps. Each is what a correct pass must do.
+# Breaks that were: the pass copied in bulk bytes the input zero-fills or keeps. Each is what a correct pass must do.
 
 BROKEN = {
     # `setp.lt p4|p3, i, m`: p3 is i >= m (the second destination is the negation, PTX ISA setp); sources.py gives
@@ -605,26 +605,11 @@ BROKEN = {
         None, bound=384, edits=FILL_LOOP_PREDICATED, floats=256, never=100000
     ),
 }
-PAIR = (
-    "sources.py SourceTrace.conditions (`for key in op.defs: state['p', key] = value`) gives every destination of "
-    "`setp p|q` the compare, q too (its negation); isa/integer.py compare_form takes the PredPair destination"
-)
-LAST_SOURCE = (
-    "sources.py SourceTrace.observe sets self.last[load] (the word's source) whether or not the load runs (taken False "
-    "or a branch's way that skips it), while the flag stays on from an earlier fill iteration: the word is said loaded "
-    "from an address the input did not read"
-)
-_CAUSES = {
-    "predicate_pair_second": PAIR,
-    "predicate_pair_sink": PAIR,
-    "fill_loop_keeps_the_word_before": LAST_SOURCE,
-    "fill_loop_predicated_load_keeps_the_word_before": LAST_SOURCE,
-}
 
 
 @pytest.mark.usefixtures("ptxas")
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_CAUSES[n])) for n in sorted(BROKEN)]
-)
+@pytest.mark.parametrize("name", sorted(BROKEN))
 def test_broken(name: str) -> None:
+    """Once broken (sources.py: the pair's second destination given the compare itself; a load skipped on a fill
+    iteration taken as the word's source): refused, or the input's bits with bulk copies on some trips."""
     _checked(BROKEN[name])
