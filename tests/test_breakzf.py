@@ -613,3 +613,17 @@ def test_broken(name: str) -> None:
     """Once broken (sources.py: the pair's second destination given the compare itself; a load skipped on a fill
     iteration taken as the word's source): refused, or the input's bits with bulk copies on some trips."""
     _checked(BROKEN[name])
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("name", ["predicate_pair_second", "predicate_pair_sink"])
+def test_predicate_pair_proven_per_run(name: str) -> None:
+    """q of `setp p|q` is followed as the compare's negation, not given up: the zero-fill is proven once per run."""
+    assert _checked(BROKEN[name]) == "per run"
+
+
+@pytest.mark.usefixtures("ptxas")
+def test_predicated_load_then_zero_is_not_stale() -> None:
+    """`@!p ld; @p mov 0`: where the load is skipped the zero overwrites the register (p and not p folds to false),
+    so its words keep their source and are copied in bulk, not left loose."""
+    assert not _checked(HELD["zero_after_a_predicated_load"]).startswith("refused")
