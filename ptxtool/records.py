@@ -1,12 +1,17 @@
-"""Frozen slotted dataclasses whose methods are compiled in one go: the syntax tree's, and those every run imports.
+"""Frozen slotted dataclasses made without importing `dataclasses`: the syntax tree's, and those every run imports.
 
-`@dataclass(frozen=True, slots=True)` compiles six small functions per class, one `exec` each; for the syntax tree's
-thirty-odd classes that was the largest part of every command's start-up. `@record` makes the same dataclass
-(fields, `dataclasses.fields`/`replace`, slots, `__match_args__`) without them, and `finish(classes)` then writes the
-methods `frozen=True, slots=True` would (`__init__`, `__repr__`, `__eq__`, `__hash__`, frozen `__setattr__` and
-`__delattr__`, `__getstate__`/`__setstate__`) for all of them, compiled as one source. Compiling it costs as much as
-the exec calls did, so its code is kept in the cache directory (with the source and the Python it was compiled by,
-both checked on load), as Python keeps a module's bytecode.
+`@dataclass(frozen=True, slots=True)` imports `dataclasses` (and with it `inspect`, `ast`, `dis`, `tokenize`: 15 ms,
+more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `@record` makes the
+same class: its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
+reads them, and the methods `frozen=True, slots=True` writes (`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__`
+and `__delattr__`, `__getstate__`/`__setstate__`) as closures over the fields' names; `finish(classes)` then gives
+them the `__init__`s, compiled as one source (a node's is called millions of times, and must have the signature
+dataclass writes). Compiling costs as much as the exec calls did, so the code is kept in the cache directory (with its
+source and the Python it was compiled by, both checked on load), as Python keeps a module's bytecode. What
+`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read (`__dataclass_fields__`, `__dataclass_params__`),
+and the docstring dataclass writes from the signature, are made on first access: only code that asks for them
+imports `dataclasses`. A record's frozen-field error is `dataclasses.FrozenInstanceError`, imported when raised.
+tests/test_records.py compares every record class with the dataclass made of the same class body.
 """
 
 from __future__ import annotations
@@ -15,19 +20,205 @@ import marshal
 import os
 import sys
 import zlib
-from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
+from _thread import get_ident
+from operator import attrgetter
 from types import CodeType
 
 from ptxtool.cache import cache_directory
 
-_record = dataclass(slots=True, init=False, repr=False, eq=False)
+TYPE_CHECKING = False  # typing's own constant costs the import of typing (4 ms); type checkers read this one too
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class _Missing:
+    """No default: dataclasses' MISSING, which records cannot import."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<MISSING>"
+
+
+MISSING = _Missing()
+
+
+class Field:
+    """A field's options, as `dataclasses.field` takes them (the ones records support)."""
+
+    __slots__ = ("default", "default_factory", "repr", "compare", "kw_only")
+
+    def __init__(self, default: object, default_factory: object, repr: bool, compare: bool, kw_only: bool) -> None:
+        self.default, self.default_factory, self.repr, self.compare = default, default_factory, repr, compare
+        self.kw_only = kw_only
+
+
+def field(
+    *,
+    default: object = MISSING,
+    default_factory: object = MISSING,
+    repr: bool = True,
+    compare: bool = True,
+    kw_only: bool = False,
+) -> Any:
+    """`dataclasses.field` for a record."""
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return Field(default, default_factory, repr, compare, kw_only)
+
+
+_PLAIN = Field(MISSING, MISSING, True, True, False)
+# each record's fields in order, as (name, annotation, options, the class whose annotation made it)
+_RECORDS: dict[type, tuple[tuple[str, object, Field, type], ...]] = {}
+_NOT_FIELDS = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_ONLY")
 
 
 def record(cls: type) -> type:
-    """A slotted dataclass with no methods yet: `finish` gives it those of a frozen one."""
-    if not cls.__doc__:  # dataclass would write one from inspect.signature, which for a class with no __init__ yet
-        cls.__doc__ = f"{cls.__name__}({', '.join(cls.__annotations__)})"  # tokenizes object's: 10 ms of start-up
-    return _record(cls)
+    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it."""
+    namespace = dict(cls.__dict__)
+    wanted = _wanted(namespace, cls.__name__)
+    fields: dict[str, tuple[str, object, Field, type]] = {}
+    for base in cls.__mro__[-1:0:-1]:  # as dataclass collects them: the farthest base first
+        if base in _RECORDS:
+            fields.update((f[0], f) for f in _RECORDS[base])
+        elif "__dataclass_fields__" in base.__dict__:
+            raise TypeError(f"{cls.__qualname__}: a record's dataclass bases must be records, not {base.__qualname__}")
+    own = namespace.get("__annotations__", {})
+    for name, annotation in own.items():
+        spelled = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if spelled.startswith(_NOT_FIELDS):
+            raise TypeError(f"{cls.__qualname__}.{name}: records have no {spelled.split('[')[0]} fields")
+        value = namespace.pop(name, MISSING)
+        if isinstance(value, Field):
+            options = value
+        elif value is MISSING:
+            options = _PLAIN
+        elif value.__class__.__hash__ is None:  # dataclass's rule: a list, dict or set default would be shared
+            raise ValueError(f"mutable default {type(value)} for field {name} is not allowed: use default_factory")
+        else:
+            options = Field(value, MISSING, True, True, False)
+        fields[name] = (name, annotation, options, cls)
+    for name, value in namespace.items():
+        if isinstance(value, Field) and name not in own:
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    defaulted = False
+    for name, _, options, _ in fields.values():
+        if options.kw_only:
+            continue
+        if options.default is not MISSING or options.default_factory is not MISSING:
+            defaulted = True
+        elif defaulted:
+            raise TypeError(f"non-default argument {name!r} follows default argument")
+    inherited = set()
+    for base in cls.__mro__[1:-1]:
+        slots = base.__dict__.get("__slots__", ())
+        inherited.update((slots,) if isinstance(slots, str) else slots)
+    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
+    for name in fields:  # an inherited field's default, as dataclass's slots=True leaves none on the class
+        namespace.pop(name, None)
+    namespace.pop("__dict__", None)
+    namespace.pop("__weakref__", None)
+    if "__match_args__" not in namespace:
+        namespace["__match_args__"] = tuple(name for name, _, options, _ in fields.values() if not options.kw_only)
+    namespace["__dataclass_fields__"] = _Lazy(_dataclass_fields)
+    namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
+    if not namespace.get("__doc__"):
+        namespace["__doc__"] = _Lazy(_signature_doc)
+    methods, bind = _methods(tuple(fields.values()))
+    for method in wanted:  # in the class as it is made: setting a method on a class later costs more
+        if method != "__init__":
+            function = namespace[method] = methods[method]
+            function.__qualname__ = f"{cls.__qualname__}.{method}"
+    made = type(cls)(cls.__name__, cls.__bases__, namespace)
+    made.__qualname__ = cls.__qualname__
+    bind(made)
+    _RECORDS[made] = tuple(
+        (name, a, options, made if origin is cls else origin) for name, a, options, origin in fields.values()
+    )
+    return made
+
+
+def is_record(cls: type) -> bool:
+    """Whether `@record` made this very class."""
+    return cls in _RECORDS
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}  # field_names' answers
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the fields of a record class or of a class derived from one (`dataclasses.fields`' order)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        made = next((klass for klass in cls.__mro__ if klass in _RECORDS), None)
+        if made is None:
+            raise TypeError(f"{cls.__qualname__} is not a record")
+        names = _NAMES[cls] = tuple(f[0] for f in _RECORDS[made])
+    return names
+
+
+def replace(obj: object, /, **changes: object) -> Any:
+    """`dataclasses.replace` for a record: a new one with `changes`, without importing dataclasses."""
+    for name in field_names(obj.__class__):
+        if name not in changes:
+            changes[name] = getattr(obj, name)
+    return obj.__class__(**changes)
+
+
+class _Lazy:
+    """A class attribute dataclasses (or help()) reads, made on first access and then stored in its place."""
+
+    __slots__ = ("make", "owner", "name")
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def __get__(self, instance: object, owner: type | None = None) -> object:
+        value = self.make(self.owner)
+        type.__setattr__(self.owner, self.name, value)
+        return value
+
+
+def _dataclass_fields(cls: type) -> dict[str, object]:
+    """The `dataclasses.Field`s dataclass would have made (an inherited field's is the base's own object)."""
+    import dataclasses
+
+    out: dict[str, object] = {}
+    for name, annotation, options, origin in _RECORDS[cls]:
+        if origin is not cls:
+            out[name] = origin.__dataclass_fields__[name]
+            continue
+        given: dict[str, object] = {"repr": options.repr, "compare": options.compare, "kw_only": options.kw_only}
+        if options.default is not MISSING:
+            given["default"] = options.default
+        if options.default_factory is not MISSING:
+            given["default_factory"] = options.default_factory
+        made = dataclasses.field(**given)
+        made.name, made.type, made._field_type = name, annotation, dataclasses._FIELD
+        out[name] = made
+    return out
+
+
+_PARAMS: list[object] = []
+
+
+def _dataclass_params(cls: type) -> object:
+    """The parameters of `@dataclass(frozen=True, slots=True)`, as this Python's dataclasses holds them."""
+    if not _PARAMS:
+        import dataclasses
+
+        _PARAMS.append(dataclasses.dataclass(frozen=True, slots=True)(type("Params", (), {})).__dataclass_params__)
+    return _PARAMS[0]
+
+
+def _signature_doc(cls: type) -> str:
+    """The docstring dataclass gives a class without one: its name and signature."""
+    import inspect
+
+    return cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
 
 
 class _Factory:
@@ -37,55 +228,47 @@ class _Factory:
         return "<factory>"  # as dataclass shows it in the signature
 
 
-def _methods(cls: type, tag: str, namespace: dict[str, object]) -> str:
-    """The source of one class's methods, each named `<tag>_<method>`; defaults go into `namespace`."""
-    own = fields(cls)
-    params, keywords, body = [], [], []
-    for f in own:
-        value = f.name
-        if f.default_factory is not MISSING:
-            namespace[f"{tag}_f_{f.name}"] = f.default_factory
-            param = f"{f.name}=_factory"
-            value = f"{tag}_f_{f.name}() if {f.name} is _factory else {f.name}"
-        elif f.default is MISSING:
-            param = f.name
-        else:
-            namespace[f"{tag}_d_{f.name}"] = f.default
-            param = f"{f.name}={tag}_d_{f.name}"
-        (keywords if f.kw_only else params).append(param)
-        namespace[f"{tag}_s_{f.name}"] = _slot(cls, f.name).__set__
-        body.append(f"    {tag}_s_{f.name}(self, {value})")
-    signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
-    compared = "".join(f"self.{f.name}," for f in own if f.compare)
-    other = "".join(f"other.{f.name}," for f in own if f.compare)
-    shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in own if f.repr)
-    names = tuple(f.name for f in own)
-    return "\n".join(
-        [
-            f"def {tag}___init__({signature}):",
-            *(body or ["    pass"]),
-            f"def {tag}___repr__(self):",
-            f'    return self.__class__.__qualname__ + f"({shown})"',
-            f"def {tag}___eq__(self, other):",
-            "    if other.__class__ is self.__class__:",
-            f"        return ({compared}) == ({other})",
-            "    return NotImplemented",
-            f"def {tag}___hash__(self):",
-            f"    return hash(({compared}))",
-            f"def {tag}___getstate__(self):",
-            f"    return [{', '.join(f'self.{n}' for n in names)}]",
-            f"def {tag}___setstate__(self, state):",
-            f"    for name, value in zip({names!r}, state):",
-            "        _set(self, name, value)",
-            "",
-        ]
-    )
-
-
 _FACTORY = _Factory()
+_METHODS = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__getstate__", "__setstate__")
+if sys.version_info >= (3, 13):  # copy.replace's protocol, which dataclass writes since 3.13
+    _METHODS += ("__replace__",)
 
 
-def _slot(cls: type, name: str) -> object:
+def _wanted(own: dict[str, object], name: str) -> tuple[str, ...]:
+    """The methods dataclass would write on a class: those its body (`own`) does not define itself."""
+    if own.keys().isdisjoint(_METHODS):  # as nearly every record: no method of its own
+        return _METHODS
+    for method in ("__setattr__", "__delattr__"):
+        if method in own:
+            raise TypeError(f"Cannot overwrite attribute {method} in class {name}")
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    return tuple(m for m in _METHODS if (not explicit_hash if m == "__hash__" else m not in own))
+
+
+def _init(cls: type, tag: str, namespace: dict[str, object]) -> str:
+    """The source of the class's `__init__`, named `<tag>___init__`; its defaults go into `namespace`."""
+    params, keywords, body = [], [], []
+    for name, _, options, _ in _RECORDS[cls]:
+        value = name
+        if options.default_factory is not MISSING:
+            namespace[f"{tag}_f_{name}"] = options.default_factory
+            param = f"{name}=_factory"
+            value = f"{tag}_f_{name}() if {name} is _factory else {name}"
+        elif options.default is MISSING:
+            param = name
+        else:
+            namespace[f"{tag}_d_{name}"] = options.default
+            param = f"{name}={tag}_d_{name}"
+        (keywords if options.kw_only else params).append(param)
+        namespace[f"{tag}_s_{name}"] = _slot(cls, name).__set__
+        body.append(f"    {tag}_s_{name}(self, {value})\n")
+    if hasattr(cls, "__post_init__"):
+        body.append("    self.__post_init__()\n")
+    signature = ", ".join(["self", *params, *(["*", *keywords] if keywords else [])])
+    return f"def {tag}___init__({signature}):\n" + ("".join(body) or "    pass\n")
+
+
+def _slot(cls: type, name: str) -> Any:
     """The slot that holds field `name` (the class's own, or a base's): setting through it skips the generic
     `object.__setattr__` lookup, which made a node's `__init__` cost twice as much."""
     for klass in cls.__mro__:
@@ -94,53 +277,154 @@ def _slot(cls: type, name: str) -> object:
     raise TypeError(f"{cls.__qualname__}.{name} has no slot")
 
 
-def _setattr(self: object, name: str, value: object) -> None:
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+def _values(names: tuple[str, ...]) -> Any:
+    """The function giving a record's values of `names` as one tuple, in C (`(self.a, self.b)`, as dataclass's
+    methods write it)."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(*names)
+        return lambda self: (one(self),)
+    return lambda self: ()
 
 
-def _delattr(self: object, name: str) -> None:
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
+def _frozen(message: str) -> Exception:
+    """The error of assigning to a frozen dataclass's field, dataclasses' own class (imported only now)."""
+    from dataclasses import FrozenInstanceError
+
+    return FrozenInstanceError(message)
+
+
+def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[str, Any], Any]:
+    """The methods besides `__init__` that `@dataclass(frozen=True, slots=True)` writes, as closures over the
+    class's fields: they run as fast as compiled ones (the values are fetched in C), and cost no compiling. The
+    function returned with them binds them to the class, once it is made."""
+    cls = None
+    names = tuple(f[0] for f in fields)
+    every, compared = _values(names), _values(tuple(f[0] for f in fields if f[2].compare))
+    shown = tuple(f[0] for f in fields if f[2].repr)
+    running: set[tuple[int, int]] = set()
+
+    def __repr__(self: Any) -> str:
+        key = id(self), get_ident()
+        if key in running:  # as dataclass's _recursive_repr: "..." for a record inside itself
+            return "..."
+        running.add(key)
+        try:
+            return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in shown)})"
+        finally:
+            running.discard(key)
+
+    def __eq__(self: Any, other: object) -> Any:
+        if other.__class__ is self.__class__:
+            return compared(self) == compared(other)
+        return NotImplemented
+
+    def __hash__(self: Any) -> int:
+        return hash(compared(self))
+
+    def __setattr__(self: Any, name: str, value: object) -> None:
+        if type(self) is cls or name in names:
+            raise _frozen(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise _frozen(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    def __getstate__(self: Any) -> list[object]:
+        return list(every(self))
+
+    def __setstate__(self: Any, state: list[object]) -> None:
+        for name, value in zip(names, state, strict=False):
+            object.__setattr__(self, name, value)
+
+    def __replace__(self: Any, /, **changes: object) -> Any:
+        return replace(self, **changes)
+
+    def bind(made: type) -> None:
+        nonlocal cls
+        cls = made
+
+    methods = {
+        "__repr__": __repr__,
+        "__eq__": __eq__,
+        "__hash__": __hash__,
+        "__setattr__": __setattr__,
+        "__delattr__": __delattr__,
+        "__getstate__": __getstate__,
+        "__setstate__": __setstate__,
+        "__replace__": __replace__,
+    }
+    return methods, bind
 
 
 def finish(classes: tuple[type, ...]) -> None:
-    """Give each `@record` class the methods of `@dataclass(frozen=True, slots=True)`, compiled together."""
-    namespace: dict[str, object] = {"_set": object.__setattr__, "_factory": _FACTORY, "__name__": classes[0].__module__}
-    tagged = [(cls, f"_{n}") for n, cls in enumerate(classes)]
-    source = "".join(_methods(cls, tag, namespace) for cls, tag in tagged)
-    exec(_compiled(source, f"<records of {classes[0].__module__}>"), namespace)  # noqa: S102 - our own source
+    """Give each `@record` class the `__init__` of `@dataclass(frozen=True, slots=True)` (unless it has its own),
+    all compiled together: a node's is called millions of times."""
+    namespace: dict[str, object] = {"_factory": _FACTORY, "__name__": classes[0].__module__}
+    tagged = [(cls, f"_{n}") for n, cls in enumerate(classes) if "__init__" not in cls.__dict__]
+    source = "".join(_init(cls, tag, namespace) for cls, tag in tagged)
+    exec(_CACHE.code(source, f"<records of {classes[0].__module__}.{classes[0].__qualname__}>"), namespace)  # noqa: S102 - our own source
     for cls, tag in tagged:
-        for method in ("__init__", "__repr__", "__eq__", "__hash__", "__getstate__", "__setstate__"):
-            function = namespace[f"{tag}_{method}"]
-            function.__name__, function.__qualname__ = method, f"{cls.__qualname__}.{method}"
-            setattr(cls, method, function)
-        cls.__init__.__annotations__ = {**{f.name: f.type for f in fields(cls)}, "return": None}
-        cls.__setattr__, cls.__delattr__ = _setattr, _delattr
+        init = namespace[f"{tag}___init__"]
+        init.__name__, init.__qualname__ = "__init__", f"{cls.__qualname__}.__init__"
+        init.__annotations__ = {**{f[0]: f[1] for f in _RECORDS[cls]}, "return": None}
+        cls.__init__ = init
 
 
-def _compiled(source: str, name: str) -> CodeType:
-    """The code of `source`: from the cache when it holds this very source compiled by this very Python, else
-    compiled now and cached (a missing, stale or unreadable entry is rewritten; no cache: compiled each run)."""
-    directory, why = cache_directory()
-    key = f"{zlib.crc32(source.encode()):08x}-{sys.implementation.cache_tag}"
-    path = os.path.join(directory, f"records-{key}.marshal") if directory is not None and why is None else None
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                version, cached_source, code = marshal.loads(f.read())
-            if version == sys.version and cached_source == source and isinstance(code, CodeType):
-                return code
-        except Exception:  # noqa: BLE001 - missing, unreadable, from another version: compile and rewrite it
-            pass
-    code = compile(source, name, "exec")
-    if path is not None:
+class _Cache:
+    """The compiled `__init__`s of every module that makes records, in one file per installed package (each entry
+    with its source, the whole with the Python that compiled it): read once, at the first `finish`, rather than a
+    file per module; an entry whose source changed is compiled again and the file rewritten."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.entries: dict[str, tuple[str, CodeType]] | None = None
+
+    def load(self) -> dict[str, tuple[str, CodeType]]:
+        directory, why = cache_directory()
+        if directory is not None and why is None:
+            package = os.path.dirname(os.path.abspath(__file__))
+            name = f"records-{zlib.crc32(package.encode()):08x}-{sys.implementation.cache_tag}.marshal"
+            self.path = os.path.join(directory, name)
+        self.entries = {}
+        if self.path is not None:
+            try:
+                with open(self.path, "rb", buffering=0) as f:
+                    version, entries = marshal.loads(f.read())
+                if version == sys.version and type(entries) is dict:
+                    self.entries = entries
+            except Exception:  # noqa: BLE001 - missing, unreadable, another version's: compiled and rewritten
+                pass
+        return self.entries
+
+    def code(self, source: str, name: str) -> CodeType:
+        """The code of `source`: the cached one when it was compiled from this very source, else compiled now."""
+        entries = self.load() if self.entries is None else self.entries
+        entry = entries.get(name)
+        if type(entry) is tuple and len(entry) == 2 and entry[0] == source and isinstance(entry[1], CodeType):
+            return entry[1]
+        code = compile(source, name, "exec")
+        entries[name] = (source, code)
+        if self.path is not None:
+            self.write(self.path, entries)
+        return code
+
+    @staticmethod
+    def write(path: str, entries: dict[str, tuple[str, CodeType]]) -> None:
         import tempfile  # only here: a run that finds its code never needs it
 
+        directory = os.path.dirname(path)
         try:
             os.makedirs(directory, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".records-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
-                f.write(marshal.dumps((sys.version, source, code)))
-            os.replace(tmp, path)
+                f.write(marshal.dumps((sys.version, entries)))
+            os.replace(tmp, path)  # another run's entries written meanwhile are lost: compiled again when needed
         except OSError:  # a read-only cache: the code still works, it is only compiled again next time
             pass
-    return code
+
+
+_CACHE = _Cache()

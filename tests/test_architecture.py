@@ -29,6 +29,8 @@ TOP = {
     "guard": "cli",
     "deferred": "cli",
     "__main__": "cli",
+    "program": "cli",
+    "group": "cli",
 }
 PACKAGES = {"syntax": "syntax", "isa": "isa", "analysis": "analysis", "passes": "passes", "lint": "passes"}
 PACKAGES |= {"services": "services"}

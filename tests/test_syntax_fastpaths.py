@@ -207,7 +207,9 @@ def test_a_record_without_a_docstring_is_made_without_inspect(monkeypatch: pytes
         y: int = 0
 
     finish((Point,))
-    assert Point(1) == Point(1, 0) != Point(2) and Point.__doc__ == "Point(x, y)"
+    assert Point(1) == Point(1, 0) != Point(2)
+    monkeypatch.undo()  # the docstring is dataclass's, written when first read
+    assert Point.__doc__ == "Point(x: 'int', y: 'int' = 0)"
 
 
 def _reference(cls: type) -> type:

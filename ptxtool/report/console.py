@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
 
 from ptxtool.errors import Diagnostic, InputError, Location, PtxtoolError
+from ptxtool.records import finish, record
 
+TYPE_CHECKING = False  # not typing's: its import costs every run 4 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from contextlib import AbstractContextManager
+    from typing import TextIO
+
     from rich.console import Console
 
 _WIDTH = 160  # source lines longer than this are cut around the error column
@@ -43,7 +45,7 @@ class _LazyConsole:
         return getattr(self._console, name)
 
 
-@dataclass
+@record
 class Out:
     """Where a Result goes: results to `stdout` (rich only on a terminal), everything else to `stderr`."""
 
@@ -72,6 +74,9 @@ class Out:
 
     def diagnostic(self, d: Diagnostic) -> None:
         print_diagnostic(self.stderr, d)
+
+
+finish((Out,))
 
 
 def _excerpt(source: str, column: int) -> tuple[str, int]:
@@ -126,9 +131,14 @@ def print_diagnostic(console: Console, d: Diagnostic) -> None:
         console.print(f"    [cyan]note:[/cyan] {escape(note)}")
 
 
-@contextmanager
-def progress(total: int, what: str) -> Iterator[Callable[[], None] | None]:
+def progress(total: int, what: str) -> AbstractContextManager[Callable[[], None] | None]:
     """A progress bar on stderr for several inputs on a terminal; yields the callback that advances it (or None)."""
+    from contextlib import contextmanager  # here: the commands that show no progress never import contextlib
+
+    return contextmanager(_progress)(total, what)
+
+
+def _progress(total: int, what: str) -> Iterator[Callable[[], None] | None]:
     console = stderr_console()
     if total < 2 or not console.is_terminal:
         yield None
@@ -140,10 +150,15 @@ def progress(total: int, what: str) -> Iterator[Callable[[], None] | None]:
         yield lambda: bar.advance(task)
 
 
-@contextmanager
-def phases(what: str) -> Iterator[Callable[[str], None] | None]:
+def phases(what: str) -> AbstractContextManager[Callable[[str], None] | None]:
     """A spinner on stderr naming the phase a long command is in, on a terminal only; yields the callback that
     names the next phase (or None)."""
+    from contextlib import contextmanager
+
+    return contextmanager(_phases)(what)
+
+
+def _phases(what: str) -> Iterator[Callable[[str], None] | None]:
     console = stderr_console()
     if not console.is_terminal:
         yield None

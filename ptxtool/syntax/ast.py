@@ -8,11 +8,9 @@ by a pass, and take no part in equality.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
-from dataclasses import FrozenInstanceError, field, fields
 
-from ptxtool.records import finish, record
+from ptxtool.records import field, field_names, finish, is_record, record
 
 # ---------------------------------------------------------------- operands
 
@@ -226,9 +224,13 @@ class Literals(InitList):
         return hash((self.items,))  # as InitList's
 
     def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # only here: a run that changes no node never imports dataclasses
+
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self) -> str:
@@ -539,7 +541,7 @@ NODE_TYPES: tuple[type, ...] = (
     Section,
     Module,
 )
-finish((Owner, *(c for c in NODE_TYPES if "__dataclass_fields__" in c.__dict__)))
+finish((Owner, *(c for c in NODE_TYPES if is_record(c))))
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
@@ -553,7 +555,7 @@ def children(node: object) -> Iterator[object]:
         return
     names = _FIELD_NAMES.get(type(node))
     if names is None:  # dataclasses.fields() per node was most of a walk's time
-        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))  # type: ignore[arg-type]
+        names = _FIELD_NAMES[type(node)] = field_names(type(node))
     for name in names:
         value = getattr(node, name)
         if isinstance(value, tuple):
@@ -664,10 +666,10 @@ def literal_value(text: str) -> int | float:
 
     neg = text.startswith("-")
     body = text[1:] if neg else text
-    if body[:2] in ("0f", "0F"):
-        value: int | float = struct.unpack(">f", bytes.fromhex(body[2:]))[0]
-    elif body[:2] in ("0d", "0D"):
-        value = struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+    if body[:2] in ("0f", "0F", "0d", "0D"):
+        import struct  # here: fmt reads no literal's value, and never imports struct
+
+        value: int | float = struct.unpack(">f" if body[1] in "fF" else ">d", bytes.fromhex(body[2:]))[0]
     else:
         digits = body.rstrip("uU")
         if digits[:2] in ("0x", "0X"):

@@ -8,8 +8,7 @@ brace (`footer`); the module owns those after its last item.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from ptxtool.records import replace
 from ptxtool.syntax import ast
 from ptxtool.syntax.lexer import Comment
 

@@ -6,15 +6,13 @@ and goes on, so one file reports all its broken lines at once.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import re
-import threading
+from _thread import allocate_lock
 from collections.abc import Callable
 from functools import cache
-from typing import NamedTuple
 
-from ptxtool.records import finish, record
+from ptxtool.records import finish, record, replace
 from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
 from ptxtool.syntax.lalr import END, Driver, Unexpected
@@ -119,13 +117,17 @@ class _GiveUp(Exception):
         self.issue = issue
 
 
-class _Located(NamedTuple):
+@record
+class _Located:
     node: object
     line: int
     column: int
     start: int = -1  # offsets in the text, to see attributes written with no blank between them
     end: int = -1
     parts: tuple = ()  # for a run of attributes: each one located
+
+
+finish((_Located,))
 
 
 class _Several(tuple):
@@ -359,7 +361,7 @@ class _Build:
         nodes = [located[0].node]
         for before, a in zip(located, located[1:], strict=False):
             glued = a.start >= 0 and a.start == before.end
-            nodes.append(dataclasses.replace(a.node, glued=True) if glued else a.node)
+            nodes.append(replace(a.node, glued=True) if glued else a.node)
         return _Located(tuple(nodes), located[0].line, located[0].column, parts=located)
 
     def _unknown_directives(self, attrs: _Located) -> tuple[list[ast.Directive], _Located]:
@@ -802,7 +804,7 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     return Driver(grammar, build), lexer, build, spellings
 
 
-_lock = threading.Lock()  # the node builder holds per-parse state
+_lock = allocate_lock()  # the node builder holds per-parse state
 
 
 MAX_NESTING = 256  # parentheses, operators and braces inside one operand or initializer; compilers write a few

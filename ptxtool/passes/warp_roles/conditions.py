@@ -48,6 +48,8 @@ def conj(a: Cond | None, b: Cond | None) -> Cond | None:
         return None
     if a == TRUE or a == b:
         return b
+    if b == negate(a):
+        return FALSE
     return a if b == TRUE else _bounded(("and", a, b))
 
 
@@ -58,6 +60,8 @@ def disj(a: Cond | None, b: Cond | None) -> Cond | None:
         return None
     if a == FALSE or a == b:
         return b
+    if b == negate(a):
+        return TRUE
     return a if b == FALSE else _bounded(("or", a, b))
 
 

@@ -155,7 +155,10 @@ class SourceTrace(FillTrace):
         self.flags.update({z: c for c in copies for z in c.zeros})
         self.selects = {c.select: c for c in copies if c.select is not None}
         self.filling = frozenset(c.store for c in copies if c.zero_fill)
-        self.last: dict[int, Poly | None] = {}  # load op -> its latest address in this thread
+        # what ("a", x) and ("x", x) follow: each load's register, and each selp's (x: its copy's store)
+        self.flag_of = {c.load: ("f", c.store) for c in copies if c.zero_fill and c.select is None}
+        self.flag_of.update({c.store: ("f", c.store) for c in copies if c.select is not None})
+        self.held = frozenset((*self.loads, *(c.store for c in copies if c.select is not None)))
         self.memo: dict[int, Sym | None] = {}  # definition before the loop -> its value (%tid.x an atom)
         self.loop = range(found.staging.start, found.tail.stop)
         self.tid = 0
@@ -170,7 +173,7 @@ class SourceTrace(FillTrace):
         self.steps_of = {iv.register: iv.step for iv in found.loop.induction}
 
     def sources(self, tid: int) -> list[Sourced]:
-        self.tid, self.last, self.sourced = tid, {}, []
+        self.tid, self.sourced = tid, []
         writes = self.writes(tid)
         assert len(writes) == len(self.sourced)
         return self.sourced
@@ -182,20 +185,74 @@ class SourceTrace(FillTrace):
         super().store(tid, at, taken, state, out, forks)
         if len(out) > before:
             loaded = state.get(("f", at)) if at in self.filling else TRUE
-            self.sourced.append(Sourced(out[-1], self.last.get(self.load_of.get(at, -2)), loaded))
+            self.sourced.append(Sourced(out[-1], self.source(at, state), loaded))
+
+    def source(self, store: int, state: dict) -> Poly | None:
+        """The address the value `store` stores was loaded from on this path, where no path stores a loaded value
+        from another (a load skipped on this fill iteration keeps the one before): else None (loose words)."""
+        held = store if store in self.held else self.load_of.get(store)
+        return state.get(("a", held)) if state.get(("x", held), TRUE) == FALSE else None
 
     def merger(self, at: int, state: dict) -> Callable[[Any, Any, Any], Any]:
         """Conditions and flags the two ways disagree on join as `c ? first : second` (c: the branch taken); other
         values are unknown."""
-        i = self.ops[at].instruction
-        taken = self.condition(at, i.guard.predicate, state) if i.guard is not None else TRUE
-        if i.guard is not None and i.guard.negated:
-            taken = negate(taken)
+        taken = self.branch(at, state)
 
         def merge(key: Any, first: Any, second: Any) -> Any:
             return choose(taken, first, second) if isinstance(key, tuple) and key[0] in ("p", "f") else None
 
         return merge
+
+    def branch(self, at: int, state: dict) -> Cond | None:
+        """Where the branch at op `at` is taken."""
+        i = self.ops[at].instruction
+        taken = self.condition(at, i.guard.predicate, state) if i.guard is not None else TRUE
+        return negate(taken) if i.guard is not None and i.guard.negated else taken
+
+    def joined(self, at: int, state: dict, first: dict, second: dict) -> None:
+        """FillTrace's join; a held register's address joins as one way's, the other way's loaded value then stale
+        (its flag), where the ways' addresses differ."""
+        taken = self.branch(at, state)
+        super().joined(at, state, first, second)
+        for x in self.held:
+            if not any(k in way for way in (first, second) for k in (("a", x), ("x", x))):
+                continue
+            a, b = first.get(("a", x)), second.get(("a", x))
+            stale = first.get(("x", x), TRUE), second.get(("x", x), TRUE)
+            if a == b:
+                state["a", x], state["x", x] = a, choose(taken, *stale)
+                continue
+            keep_first = choose(taken, stale[0], self.loaded(second, x))
+            keep_second = choose(taken, self.loaded(first, x), stale[1])
+            state["a", x], state["x", x] = (a, keep_first) if keep_first == FALSE else (b, keep_second)
+
+    def loaded(self, state: dict, x: int) -> Cond:
+        """Where held register `x` holds a loaded value (its copy's flag; not followed: everywhere)."""
+        flag = self.flag_of.get(x)
+        value = state.get(flag) if flag is not None else None
+        return TRUE if value is None else value
+
+    def held_after(self, at: int, state: dict, guard: Cond | None) -> dict:
+        """Op `at`'s effect on the held registers under `guard`: ("a", x) the address a load (or the selp choosing
+        it) read on this path, ("x", x) where the register may hold a loaded value from another (the load skipped
+        on this fill iteration: the iteration before's); a zero makes it hold none."""
+        i = self.ops[at].instruction
+        if at in self.loads and guard != FALSE and len(i.operands) == 2 and isinstance(i.operands[1], ast.Address):
+            base = self.symbolic(at, i.operands[1].base, state)
+            address = (
+                plus(base[1], constant(ast.displacement(i.operands[1]))) if base is not None and base[0] == 64 else None
+            )
+            same = address is not None and state.get(("a", at)) == address
+            kept = state.get(("x", at), TRUE) if same else self.loaded(state, at)
+            return {("a", at): address, ("x", at): conj(negate(guard), kept)}
+        if at in self.flags and at != self.flags[at].load:  # a zero
+            x = self.flags[at].load
+            return {("x", x): conj(negate(guard), state.get(("x", x), TRUE))}
+        if at in self.selects and guard != FALSE:
+            copy = self.selects[at]
+            fresh = state.get(("x", copy.load), TRUE) == FALSE and guard == TRUE
+            return {("a", copy.store): state.get(("a", copy.load)) if fresh else None, ("x", copy.store): FALSE}
+        return {}
 
     def condition(self, at: int, operand: ast.Operand, state: dict) -> Cond | None:
         """Predicate `operand` of op `at` in this thread: a known value, or its condition (None: not followed)."""
@@ -210,10 +267,7 @@ class SourceTrace(FillTrace):
         load: on; a zero: off; a selp: its predicate), under its guard."""
         op = self.ops[at]
         i = op.instruction
-        guard: Cond | None = TRUE if i.guard is None or taken else FALSE if taken is False else None
-        if i.guard is not None and taken is None:
-            guard = self.condition(at, i.guard.predicate, state)
-            guard = negate(guard) if i.guard.negated else guard
+        guard = self.guard(at, state, taken)
         if at in self.flags:
             copy = self.flags[at]
             old = state.get(("f", copy.store))
@@ -224,9 +278,29 @@ class SourceTrace(FillTrace):
             state["f", copy.store] = chosen if isinstance(i.operands[2], ast.Immediate) else negate(chosen)
         if taken is False:
             return
-        value = self.predicate(at, state) if taken else None
+        values = self.predicates(at, state) if taken else {}
         for key in op.defs:
-            state["p", key] = value
+            state["p", key] = values.get(key)
+
+    def predicates(self, at: int, state: dict) -> dict[str, Cond | None]:
+        """The conditions an unguarded op gives the predicates it writes: `setp p|q, a, b` sets q to the compare's
+        negation (PTX ISA, setp); any other destination is not followed."""
+        i = self.ops[at].instruction
+        value = self.predicate(at, state)
+        first = i.operands[0] if i.operands else None
+        pairs = [(first, value)]
+        if isinstance(first, ast.PredPair):
+            pairs = [(first.first, value), (first.second, negate(value) if i.opcode == "setp" else None)]
+        keys = [self.key_def(at, name.text) if isinstance(name, ast.Name) else None for name, _ in pairs]
+        return {key: v for key, (_, v) in zip(keys, pairs, strict=True) if key is not None}
+
+    def guard(self, at: int, state: dict, taken: bool | None) -> Cond | None:
+        """Where op `at` runs in this thread (`taken`: its guard's known value, None unknown)."""
+        i = self.ops[at].instruction
+        if i.guard is None or taken is not None:
+            return TRUE if i.guard is None or taken else FALSE
+        guard = self.condition(at, i.guard.predicate, state)
+        return negate(guard) if i.guard.negated else guard
 
     def predicate(self, at: int, state: dict) -> Cond | None:
         """The condition an unguarded op gives its predicate: an integer compare of followed values, or and, or,
@@ -250,14 +324,9 @@ class SourceTrace(FillTrace):
 
     def observe(self, tid: int, at: int, state: dict, taken: bool | None) -> None:
         op = self.ops[at]
-        i = op.instruction
+        held = self.held_after(at, state, self.guard(at, state, taken))
         self.conditions(at, state, taken)
-        if at in self.loads and len(i.operands) == 2 and isinstance(i.operands[1], ast.Address):
-            address = i.operands[1]
-            base = self.symbolic(at, address.base, state)
-            self.last[at] = (
-                plus(base[1], constant(ast.displacement(address))) if base is not None and base[0] == 64 else None
-            )
+        state.update(held)
         if taken is False or at in self.stores:
             return
         value = self.evaluated(at, lambda x: self.symbolic(at, x, state)) if taken else None

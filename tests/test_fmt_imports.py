@@ -1,0 +1,55 @@
+"""fmt's start-up (issue 12: on the `-G` file its imports count against a ptxas run of a tenth of a second): what it
+reads, parses, prints, writes and reports with imports none of the modules below. Each is only on a branch a default
+`fmt FILE -o OUT` does not take (dataclasses' functions, a frozen record's error, --diff, progress bars) or only in
+annotations, which `TYPE_CHECKING = False` blocks keep from running."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+# the modules fmt's path imports, as `python -X importtime -c LINE` measures them (benchmarks/parse_throughput.py)
+LINE = (
+    "from ptxtool.sources import read_inputs; from ptxtool.services import fmt; "
+    "from ptxtool.report import emit_and_exit; from ptxtool.syntax import format_module, parse"
+)
+NEVER = (
+    "dataclasses",  # records make dataclasses without it (ptxtool/records.py)
+    "inspect",  # dataclass's docstrings and signatures
+    "ast",  # inspect's
+    "tokenize",
+    "typing",
+    "click",
+    "contextlib",
+    "copy",
+    "threading",
+    "difflib",  # --diff's
+)
+KERNEL = ".version 8.0\n.target sm_80\n.address_size 64\n\n// k\n.visible .entry k()\n{\n\tret;\n}\n"
+
+
+def _loaded(code: str, *args: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return set(done.stdout.split())
+
+
+def test_the_fmt_imports_load_none_of_the_costly_modules() -> None:
+    loaded = _loaded(f"{LINE}\nimport sys\nprint(' '.join(sorted(sys.modules)))")
+    assert {"ptxtool.syntax.parser", "ptxtool.syntax.printer", "ptxtool.errors", "re"} <= loaded  # the premise
+    assert sorted(m for m in NEVER if m in loaded) == []
+
+
+def test_a_fmt_run_loads_none_of_them_either(tmp_path: Path) -> None:
+    """The program's fmt, end to end: parse (comments attached), print, write, report."""
+    source, out = tmp_path / "k.ptx", tmp_path / "out.ptx"
+    source.write_text(KERNEL.replace("\tret;", "  ret ;"), encoding="utf-8")
+    code = (
+        "import sys\nfrom ptxtool.program import main\nsys.argv[1:] = ['fmt', sys.argv[1], '-o', sys.argv[2]]\n"
+        "try:\n    main()\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
+        "finally:\n    print(' '.join(sorted(sys.modules)))\n"
+    )
+    loaded = _loaded(code, str(source), str(out))
+    assert {"ptxtool.syntax.comments", "ptxtool.report.text", "ptxtool.guard"} <= loaded  # the premise
+    assert out.read_text(encoding="utf-8") == KERNEL
+    assert sorted(m for m in NEVER if m in loaded) == []
