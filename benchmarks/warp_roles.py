@@ -1,6 +1,7 @@
 """What `optimize --passes warp-roles` buys on a GPU: each input kernel, ptxtool's split of it (S = 2, 3, 4 ring
 slots; P = N/32, 1, 2 producer warps: `split3`, `split3p1`, `split3p2`), the split with cp.async producers
-(`--variant split-async`, the same S and P: `async3`, `async3p1`), its pipeline (`--variant pipeline`, S = 2, 3, 4:
+(`--variant split-async`, the same S and P: `async3`, `async3p1`), the split with one producer warp issuing
+cp.async.bulk (`--variant split-bulk`, S = 2, 3: `bulk3`), its pipeline (`--variant pipeline`, S = 2, 3, 4:
 `pipe3`) and a hand-written warp-specialized CUDA version of the same algorithm, side by side in one run.
 
 Two steps, because the GPU machine need not have nvcc or ptxas:
@@ -30,6 +31,7 @@ import numpy as np
 HERE = Path(__file__).parent / "warp_roles"
 STAGES = (2, 3, 4)
 PRODUCERS = (None, 1, 2)  # producer warps: None is one producer thread per consumer thread (N/32 warps)
+BULK_STAGES = (2, 3)  # the split-bulk variants (one producer warp)
 SETMAXNREG_PRODUCERS = (4,)  # producer warps of the setmaxnreg splits: one warpgroup
 LAUNCHES = 100  # bit-identity launches per case and variant
 TIMED = 31  # timed launches per case and variant
@@ -83,6 +85,11 @@ def async_name(stages: int, producers: int | None) -> str:
     return f"async{stages}" + (f"p{producers}" if producers else "")
 
 
+def bulk_name(stages: int) -> str:
+    """`bulk3`: the manifest's and the table's name of the split with one producer warp issuing cp.async.bulk."""
+    return f"bulk{stages}"
+
+
 def variant_name(stages: int, producers: int | None, setmaxnreg: bool = False) -> str:
     """`split3` (P = N/32), `split3p1` (one producer warp), `split3p4r` (4 producer warps and setmaxnreg on
     sm_90a): the manifest's and the table's name of a split."""
@@ -97,10 +104,12 @@ def prepare(
     setmaxnreg: tuple[int, ...] = SETMAXNREG_PRODUCERS,
     pipelines: tuple[int, ...] = STAGES,
     copying: tuple[int | None, ...] = PRODUCERS,
+    bulk: tuple[int, ...] = BULK_STAGES,
 ) -> dict:
     """Compile inputs and references to PTX (sm_90), split each input with every S and P (and, on the input
     retargeted to sm_90a, with setmaxnreg for the warpgroup-aligned P of `setmaxnreg`), with cp.async producers for
-    every S and each P of `copying`, pipeline it with every S of `pipelines`, write a manifest."""
+    every S and each P of `copying`, with one cp.async.bulk producer warp for every S of `bulk`, pipeline it with
+    every S of `pipelines`, write a manifest."""
     from ptxtool.passes.warp_roles import NAME, RoleSettings
     from ptxtool.services.optimize import Options, execute
     from ptxtool.sources import read_source
@@ -125,6 +134,7 @@ def prepare(
         plain = [(s, p, False, "split") for s in stages for p in producers]
         moving = [(s, p, True, "split") for s in stages for p in setmaxnreg]
         copied = [(s, p, False, "split-async") for s in stages for p in copying]
+        copied += [(s, None, False, "split-bulk") for s in bulk]
         for stage, warps, moved, kind in plain + moving + copied + [(s, None, False, "pipeline") for s in pipelines]:
             arch, suffix = ("sm_90a", "input90a") if moved else ("sm_90", "input")
             source = read_source(str(out / f"{name}.{suffix}.ptx"))
@@ -133,6 +143,7 @@ def prepare(
             reasons = [s.reason for r in result.reports for s in r.skipped if s.kernel == b.kernel]
             variant = pipeline_name(stage) if kind == "pipeline" else variant_name(stage, warps, moved)
             variant = async_name(stage, warps) if kind == "split-async" else variant
+            variant = bulk_name(stage) if kind == "split-bulk" else variant
             if not (result.verified and result.changed):
                 entry["splits"][variant] = {"refused": "; ".join(reasons + result.problems)}
                 continue
@@ -188,15 +199,16 @@ def _f32(v: float) -> bytes:
     return np.float32(v).tobytes()
 
 
-def _buffer(gpu, data: np.ndarray) -> int:
-    ptr = gpu.alloc(data.nbytes)
+def _buffer(gpu, data: np.ndarray, shift: int = 0) -> int:
+    """`data` on the GPU at an allocation's start plus `shift` bytes (4: an input no longer 16-byte aligned)."""
+    ptr = gpu.alloc(data.nbytes + 16) + shift
     gpu.upload(ptr, data)
     return ptr
 
 
-def cases(gpu, name: str, small: bool = False) -> list[Case]:
+def cases(gpu, name: str, small: bool = False, shift: int = 0) -> list[Case]:
     """Each benchmark's launches at its real use's occupancy (1-2 blocks per SM or fewer) and at full occupancy
-    (`small`: sizes for a quick test)."""
+    (`small`: sizes for a quick test; `shift`: every input array `shift` bytes past its allocation's start)."""
     rng = np.random.default_rng(0)
     sms = gpu.info.sm_count
 
@@ -207,7 +219,7 @@ def cases(gpu, name: str, small: bool = False) -> list[Case]:
     if name.startswith("sgemm"):
         shapes = [(256, 256, 1024, "small")] if small else [(512, 512, 8192, "1 block/SM"), (2048, 2048, 2048, "full")]
         for m, n, k, what in shapes:
-            a, b = _buffer(gpu, randn(m * k)), _buffer(gpu, randn(k * n))
+            a, b = _buffer(gpu, randn(m * k), shift), _buffer(gpu, randn(k * n), shift)
             c = gpu.alloc(m * n * 4)
             args = [_i32(m), _i32(n), _i32(k), _pointer(a), _pointer(b), _pointer(c)]
             out.append(
@@ -215,17 +227,17 @@ def cases(gpu, name: str, small: bool = False) -> list[Case]:
             )
     elif name == "stencil":
         n = 1 << (20 if small else 26)
-        x, y = _buffer(gpu, randn(n)), gpu.alloc(n * 4)
+        x, y = _buffer(gpu, randn(n), shift), gpu.alloc(n * 4)
         for tiles, what in ((4, "small"),) if small else ((n // (1024 * sms), "1 block/SM"), (4, "full")):
             blocks = -(-n // (tiles * 1024))
             args = [_pointer(x), _pointer(y), _i32(n), _i32(tiles)]
             out.append(Case(f"n=2^{n.bit_length() - 1} {what}", (blocks, 1, 1), args, (y, n * 4), 8 * n, "GB/s"))
     elif name.startswith("attention"):
         nkeys = 512 if small else 4096
-        k, v = _buffer(gpu, randn(nkeys * 32)), _buffer(gpu, randn(nkeys * 32))
+        k, v = _buffer(gpu, randn(nkeys * 32), shift), _buffer(gpu, randn(nkeys * 32), shift)
         for per_sm, what in ((1, "small"),) if small else ((2, "2 blocks/SM"), (16, "full")):
             blocks = sms * per_sm
-            q, o = _buffer(gpu, randn(blocks * 128 * 32)), gpu.alloc(blocks * 128 * 32 * 4)
+            q, o = _buffer(gpu, randn(blocks * 128 * 32), shift), gpu.alloc(blocks * 128 * 32 * 4)
             args = [_pointer(q), _pointer(k), _pointer(v), _pointer(o), _i32(nkeys), _f32(0.125)]
             flops = 4.0 * 32 * nkeys * blocks * 128
             out.append(
@@ -315,7 +327,7 @@ def measure(folder: Path, out: Path | None, only: frozenset[str] = frozenset()) 
                 times = timed(gpu, functions, case)
                 ok &= not any(differ.values())
                 rows.append({"kernel": name, "case": case.label, "ms": times, "differ": differ, "unit": case.unit})
-                splits = {v: t for v, t in times.items() if v.startswith(("split", "async", "pipe"))}
+                splits = {v: t for v, t in times.items() if v.startswith(("split", "async", "bulk", "pipe"))}
                 best = min(splits, key=splits.get) if splits else None
                 rate = 1e-9 if case.unit == "TFLOP/s" else 1e-6
                 parts = [f"input {times['input']:.3f} ms ({case.work / times['input'] * rate:.2f} {case.unit})"]

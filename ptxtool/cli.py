@@ -360,8 +360,9 @@ def lint_command(files: tuple[str, ...], explain: str | None, list_rules: bool, 
 @option("--exclude", multiple=True, metavar="KERNEL", help="Leave these kernels alone (globs).")
 @option(
     "--variant",
-    type=click.Choice(["split", "split-async", "pipeline"]),
-    help="warp-roles: split (default; producers ld+st), split-async (producers cp.async) or pipeline (no roles).",
+    type=click.Choice(["split", "split-async", "split-bulk", "pipeline"]),
+    help="warp-roles: split (default; producers ld+st), split-async (producers cp.async), split-bulk (one producer "
+    "warp, cp.async.bulk where checked at run time, sm_90+) or pipeline (no roles).",
 )
 @option("--producer-warps", type=click.IntRange(1, 32), help="warp-roles: producer warps (default: N/32).")
 @option("--stages", type=click.IntRange(2, 16), help="warp-roles: mbarrier ring slots (default: 2).")

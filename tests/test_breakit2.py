@@ -96,7 +96,7 @@ def test_producers_replay_a_fence_before_the_loop(assemble) -> None:
     out, reasons = _split(text)
     assert out is not None, reasons
     producers = _producers(out)
-    assert "fence.acq_rel.gpu;" in producers.partition("$__wr_pL__loop:")[0]
+    assert "fence.acq_rel.gpu;" in producers.partition("$__wr_p$L__loop:")[0]
     _assembles(assemble, out)
 
 
@@ -144,7 +144,7 @@ def test_producers_keep_griddepcontrol_wait(assemble) -> None:
     out, reasons = _split(text)
     assert out is not None, reasons
     producers = _producers(out)
-    assert "griddepcontrol.wait;" in producers.partition("$__wr_pL__loop:")[0]
+    assert "griddepcontrol.wait;" in producers.partition("$__wr_p$L__loop:")[0]
     _assembles(assemble, out)
 
 

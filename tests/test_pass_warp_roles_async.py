@@ -64,7 +64,7 @@ def test_structure(producers: int | None, stages: int) -> None:
         assert f"mbarrier.init.shared::cta.b64 [__wr_full+{8 * s}], {32 * warps};" in out
         assert f"mbarrier.init.shared::cta.b64 [__wr_empty+{8 * s}], 128;" in out
     consumers, producer = _roles(out)
-    loop = producer[producer.index("$__wr_pL__loop:") : producer.index("$__wr_pL__done:")]
+    loop = producer[producer.index("$__wr_p$L__loop:") : producer.index("$__wr_p$L__done:")]
     assert loop.count("mbarrier.try_wait") == 1 and loop.count(ARRIVE) == 1
     assert "mbarrier.arrive.shared" not in loop and "st.shared" not in producer and "ld.global" not in producer
     copies = re.findall(r"cp\.async\.ca\.shared\.global \[%wr_a0\], \[%wr_src0\], 4;", loop)
@@ -76,7 +76,7 @@ def test_structure(producers: int | None, stages: int) -> None:
         prefix = f"%wr_s{j}_" if j else "%"
         taken = f"add.s64 %wr_src0, {prefix}rd5, 0;\n\tmov.u32 %wr_a0, {prefix}r8;\n\t"
         assert taken + "add.u32 %wr_a0, %wr_a0, %wr_off;" in loop
-    assert producer.rstrip().endswith("$__wr_pL__done:\n\tcp.async.wait_all;\n\tret;\n}")
+    assert producer.rstrip().endswith("$__wr_p$L__done:\n\tcp.async.wait_all;\n\tret;\n}")
     plain, _ = _split(STAGED, "split", producer_warps=producers, stages=stages)
     after_declarations = "mov.u32 %wr_tid, %tid.x;"
     assert (
@@ -96,7 +96,7 @@ def test_bounds_checked_staging_becomes_zero_filling_copies(form: str) -> None:
     stored, each share's flag set from its own registers."""
     out, report = _split(_planted(ZERO_FILLS[form]), producer_warps=2)
     assert out is not None, report.skipped
-    loop = _roles(out)[1].partition("$__wr_pL__loop:")[2]
+    loop = _roles(out)[1].partition("$__wr_p$L__loop:")[2]
     assert loop.count("selp.u32 %wr_n0, 4, 0, %wr_cp0;") == 2
     assert len(re.findall(r"cp\.async\.ca\.shared\.global \[%wr_a0\], \[%wr_src0\], 4, %wr_n0;", loop)) == 2
     if form == "selp":
@@ -164,7 +164,7 @@ def test_disjoint_pair_copies_both() -> None:
     )
     out, report = _split(text, producer_warps=1, stages=3)
     assert out is not None, report.skipped
-    loop = _roles(out)[1].partition("$__wr_pL__loop:")[2]
+    loop = _roles(out)[1].partition("$__wr_p$L__loop:")[2]
     assert loop.count("cp.async.ca.shared.global") == 2 * 4 and loop.count(ARRIVE) == 1
     assert "[%wr_a0+512], [%wr_src1], 4;" in loop
     _assembles_with_proof(out, "staged")

@@ -78,12 +78,12 @@ def test_pipelined_fill_loop_structure(stages: int) -> None:
     assert out is not None, report.skipped
     loop = out.partition("$L__loop:")[2]
     ahead = loop.partition("$__wr_stagedL:")[0]
-    assert "$__wr_qL_L__fill:" in ahead and "@%wr_s1_p4 bra $__wr_qL_L__fill;" in ahead
+    assert "$__wr_qL$L__fill:" in ahead and "@%wr_s1_p4 bra $__wr_qL$L__fill;" in ahead
     assert re.search(
         r"selp\.u32 %wr_n0, 4, 0, %wr_cp0;\n\tcp\.async\.ca\.shared\.global \[%wr_a0\], \[%wr_src0\], 4, %wr_n0;", ahead
     )
     assert "st.shared" not in out and "ld.global.nc" not in out
-    assert out.count("$__wr_q0_L__fill:") == 1  # the entry's trips have a loop of their own
+    assert out.count("$__wr_q0$L__fill:") == 1  # the entry's trips have a loop of their own
     _proof(out, "strided_fill")
 
 
@@ -92,7 +92,7 @@ def test_split_async_fill_loop_structure(producers: int | None) -> None:
     """The producers run each share's fill loop with copies and arrive once per trip when they land."""
     out, report = _pass(FILL, "split-async", 3, producers)
     assert out is not None, report.skipped
-    assert "st.shared" not in out.partition("$__wr_pL__loop:")[2] and out.count(ARRIVE) == 1
+    assert "st.shared" not in out.partition("$__wr_p$L__loop:")[2] and out.count(ARRIVE) == 1
     assert out.count("cp.async.ca.shared.global") == (4 if producers == 1 else 1)  # a copy per share
     _proof(out, "strided_fill")
 

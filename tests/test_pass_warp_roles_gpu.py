@@ -1,5 +1,7 @@
 """warp-roles with fewer producer warps than consumers (P = 1 and 2), with setmaxnreg (4 producer warps,
-sm_90a), with cp.async producers (split-async, S = 2, 3), and its pipeline variant (S = 2, 3, 4), on the GPU:
+sm_90a), with cp.async producers (split-async, S = 2, 3), with one cp.async.bulk producer warp (split-bulk, S = 2, 3;
+also with every input array 4 bytes off 16-byte alignment, which makes every trip take the cp.async fallback), and
+its pipeline variant (S = 2, 3, 4), on the GPU:
 each benchmark kernel (benchmarks/warp_roles) so transformed, its outputs compared bit for bit with the input
 kernel's over 100 launches with the watchdog of ptxtool.toolchain.gpu. Skipped where no CUDA driver is found, or
 where the wheel's nvcc cannot compile the benchmark sources."""
@@ -28,7 +30,7 @@ STAGES = (2, 4)
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_producers")
     try:
-        return folder, bench.prepare(folder, stages=STAGES, producers=PRODUCERS, setmaxnreg=(4,))
+        return folder, bench.prepare(folder, stages=STAGES, producers=PRODUCERS, setmaxnreg=(4,), bulk=())
     except EnvironmentProblem as problem:
         pytest.skip(f"cannot compile the benchmark sources: {problem}")
 
@@ -58,7 +60,7 @@ def test_fewer_producers_bit_identical(
 def pipelines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_pipelines")
     try:
-        return folder, bench.prepare(folder, stages=(), producers=(), setmaxnreg=(), pipelines=bench.STAGES)
+        return folder, bench.prepare(folder, stages=(), producers=(), setmaxnreg=(), pipelines=bench.STAGES, bulk=())
     except EnvironmentProblem as problem:
         pytest.skip(f"cannot compile the benchmark sources: {problem}")
 
@@ -88,7 +90,9 @@ COPYING = (None, 1)  # producer warps of the split-async variants: one producer 
 def copying(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_copying")
     try:
-        return folder, bench.prepare(folder, stages=(2, 3), producers=(), setmaxnreg=(), pipelines=(), copying=COPYING)
+        return folder, bench.prepare(
+            folder, stages=(2, 3), producers=(), setmaxnreg=(), pipelines=(), copying=COPYING, bulk=()
+        )
     except EnvironmentProblem as problem:
         pytest.skip(f"cannot compile the benchmark sources: {problem}")
 
@@ -112,5 +116,43 @@ def test_copying_producers_bit_identical(name: str, copying: tuple[Path, dict]) 
     with Gpu() as gpu:
         functions = bench.load_variants(gpu, folder, name, entry)
         for case in bench.cases(gpu, name, small=True):
+            differ = bench.identical(gpu, functions, case, launches=100)
+            assert differ == dict.fromkeys(functions, 0), (case.label, differ)
+
+
+BULK_ACCEPTED = ("attention", "attention_unrolled", "sgemm", "sgemm_unrolled", "stencil")
+
+
+@pytest.fixture(scope="module")
+def bulk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("warp_roles_bulk")
+    try:
+        return folder, bench.prepare(
+            folder, stages=(), producers=(), setmaxnreg=(), pipelines=(), copying=(), bulk=bench.BULK_STAGES
+        )
+    except EnvironmentProblem as problem:
+        pytest.skip(f"cannot compile the benchmark sources: {problem}")
+
+
+@pytest.mark.usefixtures("ptxas")
+@pytest.mark.parametrize("shift", [0, 4])
+@pytest.mark.parametrize("name", sorted(bench.BENCHES))
+def test_bulk_producers_bit_identical(name: str, shift: int, bulk: tuple[Path, dict]) -> None:
+    """Each split with one cp.async.bulk producer warp ptxtool makes (S = 2, 3, the block grown by 32) gives the
+    input kernel's bits over 100 launches with the watchdog: with the inputs as cudaMalloc aligns them (runs copied
+    in bulk where their trip's check holds), and with every input array 4 bytes past its allocation's start (no
+    run's source is 16-byte aligned: every trip takes the cp.async fallback)."""
+    folder, manifest = bulk
+    entry = manifest[name]
+    made = {v for v, info in entry["splits"].items() if "block" in info}
+    if name not in BULK_ACCEPTED:
+        assert not made, entry["splits"]
+        return
+    assert bench.bulk_name(2) in made, entry["splits"]
+    assert all(entry["splits"][v]["block"] == entry["block"] + 32 for v in made)
+    entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
+    with Gpu() as gpu:
+        functions = bench.load_variants(gpu, folder, name, entry)
+        for case in bench.cases(gpu, name, small=True, shift=shift):
             differ = bench.identical(gpu, functions, case, launches=100)
             assert differ == dict.fromkeys(functions, 0), (case.label, differ)

@@ -58,7 +58,7 @@ def test_each_share_stages_with_its_own_registers_once_per_trip() -> None:
     exit branch leaves the loop (the trip count is uniform: all shares agree)."""
     text, _ = _split(STAGED, producer_warps=1)
     producer = text.partition("$__wr_producer:")[2]
-    loop = producer[producer.index("$__wr_pL__loop:") :]
+    loop = producer[producer.index("$__wr_p$L__loop:") :]
     assert loop.count("mbarrier.try_wait") == 1 and loop.count("mbarrier.arrive") == 1
     assert "ld.global.nc.f32 %f2, [%rd5];" in loop
     for j in (1, 2, 3):
@@ -70,7 +70,7 @@ def test_each_share_stages_with_its_own_registers_once_per_trip() -> None:
         assert f"add.s64 %wr_s{j}_rd5, %wr_s{j}_rd5, 512;" in loop
         assert f"mov.u32 %wr_s{j}_r2, %wr_s{j}_wr_vtid;" in producer  # share j's %tid.x
     assert loop.index("mbarrier.arrive") > loop.rindex("st.shared")  # all shares staged before the arrival
-    assert loop.count("bra $__wr_pL__loop;") == 1 and "@%wr_s3_p2 bra $__wr_pL__loop;" in loop
+    assert loop.count("bra $__wr_p$L__loop;") == 1 and "@%wr_s3_p2 bra $__wr_p$L__loop;" in loop
     assert "@%p2 bra $__wr_tail1;" in loop and "@%wr_s1_p2 bra $__wr_tail2;" in loop
     consumer = text.partition("$__wr_producer:")[0]
     assert "%wr_s1_" not in consumer.split("mov.u32 %wr_tid, %tid.x;")[1]  # the consumers' code is as for P = N/32
@@ -86,10 +86,10 @@ def test_thread_dependent_branches_in_staging_get_a_label_per_share() -> None:
     )
     out, report = _split(text, producer_warps=1)
     assert report.rewrites, report.skipped
-    loop = out[out.index("$__wr_pL__loop:") :]
+    loop = out[out.index("$__wr_p$L__loop:") :]
     assert "@%p3 bra $__wr_staging1;" in loop and "@%wr_s1_p3 bra $__wr_staging2;" in loop
-    assert "@%wr_s3_p3 bra $__wr_pL__skip;" in loop and loop.count("$__wr_pL__skip:") == 1
-    assert loop.index("$__wr_pL__skip:") < loop.index("mbarrier.arrive")
+    assert "@%wr_s3_p3 bra $__wr_p$L__skip;" in loop and loop.count("$__wr_p$L__skip:") == 1
+    assert loop.index("$__wr_p$L__skip:") < loop.index("mbarrier.arrive")
     compile_ptx(out, "skip.ptx", "sm_90")
 
 

@@ -109,10 +109,10 @@ _COMPARE = {
 _UNSIGNED_COMPARE = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
 
 
-def compared(i: ast.Instruction, args: list[int]) -> bool | None:
-    """`setp.CMP.TYPE p, a, b` on an integer type (no combining predicate) for operands' bits `args`, or None where
-    it is not that."""
-    if len(i.modifiers) != 2 or len(i.operands) != 3 or len(args) != 2:
+def compare_form(i: ast.Instruction) -> tuple[str, bool, int] | None:
+    """(eq/ne/lt/le/gt/ge, signed, bits) of `setp.CMP.TYPE p, a, b` on an integer type (no combining predicate; lo,
+    ls, hi, hs as the unsigned lt, le, gt, ge), or None where it is not that."""
+    if len(i.modifiers) != 2 or len(i.operands) != 3:
         return None
     compare, word = i.modifiers
     if word[1:] not in _WIDTHS or word[0] not in "sub":
@@ -120,10 +120,19 @@ def compared(i: ast.Instruction, args: list[int]) -> bool | None:
     bits, signed = _WIDTHS[word[1:]], word[0] == "s"
     if compare in _UNSIGNED_COMPARE:
         compare, signed = _UNSIGNED_COMPARE[compare], False
-    if compare not in _COMPARE:
-        return None
-    a, b = (_typed(x, bits, signed) for x in args)
-    return _COMPARE[compare](a, b)
+    return (compare, signed, bits) if compare in _COMPARE else None
+
+
+def compare_values(compare: str, signed: bool, bits: int, a: int, b: int) -> bool:
+    """The compare of two values' low `bits` bits as the type reads them."""
+    return _COMPARE[compare](_typed(a, bits, signed), _typed(b, bits, signed))
+
+
+def compared(i: ast.Instruction, args: list[int]) -> bool | None:
+    """`setp.CMP.TYPE p, a, b` on an integer type (no combining predicate) for operands' bits `args`, or None where
+    it is not that."""
+    form = compare_form(i)
+    return None if form is None or len(args) != 2 else compare_values(*form, *args)
 
 
 def wrapped(offset: int, bits: int | None, size: int) -> int | None:

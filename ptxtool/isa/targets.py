@@ -133,3 +133,8 @@ SETMAXNREG_STEP = 8
 WARPGROUP_WARPS = 4
 REGISTERS_PER_CTA = 65536  # the register file one block may use (sm_50 and later)
 MAX_REGISTERS_PER_THREAD = 255
+
+# cp.async.bulk (global -> shared, PTX ISA "cp.async.bulk"): source and destination 16-byte aligned, a size that is a
+# multiple of 16; an mbarrier's tx-count holds at most 2^20 - 1 pending bytes ("mbarrier: tx-count").
+BULK_COPY_ALIGN = 16
+MBARRIER_TX_COUNT_MAX = (1 << 20) - 1

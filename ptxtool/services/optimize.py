@@ -359,6 +359,11 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
     if reports[0].changed:
         try:
             after = compile_ptx(format_module(optimized), path, arch)
+            if spilled := _spilled(before, after, reports[0]):  # ptxas decides: those kernels keep their input
+                optimized, reports = run_pipeline(
+                    module, options.passes, {warp_roles.NAME: replace(roles, refused=spilled)}
+                )
+                after = compile_ptx(format_module(optimized), path, arch) if reports[0].changed else before
         except InputError as error:
             problems.append(_failure(path, f"ptxas rejects the split (a bug in ptxtool): {error}", _WARP_ROLES_PROOF))
         else:
@@ -369,7 +374,7 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
                 if missing:
                     said = f"{r.kernel}: the SASS lacks {', '.join(missing)}"
                     problems.append(_failure(path, said, _WARP_ROLES_PROOF, r.line, r.column, kernel=r.kernel))
-            text = format_module(optimized) if not problems else text
+            text = format_module(optimized) if not problems and reports[0].changed else text
     result = OptimizeResult(path, arch, text, reports, failures=problems)
     result.checks.roles = 0 if problems else len(reports[0].rewrites)
     if reports[0].changed and not problems:
@@ -382,6 +387,21 @@ def _restructured(options: Options, source: Source, module: ast.Module, arch: st
     if result.verified and target and (result.changed or target != source.path):
         write_atomic(target, result.text)
     return result
+
+
+def _spilled(before: Compiled, after: Compiled, report: PassReport) -> dict[str, str]:
+    """Why each rewritten kernel that ptxas spills more in than in the input is not kept: the producers' register
+    copies of their shares (or the pipeline's ahead copy) did not fit the grown block's registers."""
+    out = {}
+    for r in report.rewrites:
+        old, new = before.functions.get(r.kernel), after.functions.get(r.kernel)
+        if old is not None and new is not None and new.spill_bytes > old.spill_bytes:
+            out[r.kernel] = (
+                f"ptxas spills {new.spill_bytes} bytes of the rewritten kernel at {new.registers} registers per thread "
+                f"where the input spilled {old.spill_bytes}: the register copies the rewrite adds (a producer thread's "
+                "per consumer thread it stages, the pipeline's ahead copy) do not fit"
+            )
+    return out
 
 
 def _batching(module: ast.Module, optimized: ast.Module, arch: str, path: str, kernels: list[str]) -> list[Batching]:

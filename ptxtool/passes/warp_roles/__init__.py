@@ -36,7 +36,7 @@ from ptxtool.analysis.staging import Refusal, StagedLoop, find_staged_loop, full
 from ptxtool.isa import Mode
 from ptxtool.isa.targets import Target
 from ptxtool.passes.report import PassReport, Rewrite, Skip
-from ptxtool.passes.warp_roles import async_producers
+from ptxtool.passes.warp_roles import async_producers, bulk_producers
 from ptxtool.passes.warp_roles.copies import AsyncCopy, async_copies, counted, stale_slot
 from ptxtool.passes.warp_roles.emit import (
     EMPTY,
@@ -50,6 +50,8 @@ from ptxtool.passes.warp_roles.emit import (
     slot_code,
     statements,
 )
+from ptxtool.passes.warp_roles.footprint import Footprint, footprint
+from ptxtool.passes.warp_roles.per_run import RunCode, per_run_code
 from ptxtool.passes.warp_roles.pipeline import pipeline_refusal, pipelined
 from ptxtool.passes.warp_roles.producers import Staging, producer_code, producer_refusal, share_name
 from ptxtool.passes.warp_roles.registers import RegisterSplit, launch_registers, register_split
@@ -57,8 +59,8 @@ from ptxtool.syntax import ast
 from ptxtool.toolchain.sass import SassMark, mbarrier_sass
 
 NAME = "warp-roles"
-VARIANTS = ("split", async_producers.VARIANT, "pipeline")
-OWN_PREFIXES = ("%wr_", "$__wr_", "$$__wr_", "__wr_")  # the split's registers, labels and shared variables
+VARIANTS = ("split", async_producers.VARIANT, bulk_producers.VARIANT, "pipeline")
+OWN_PREFIXES = ("%wr_", "$__wr_", "__wr_")  # the split's registers, labels and shared variables
 CONSUMER_BARRIER = 1  # the named barrier consumers use where the input waited CTA-wide
 SETMAXNREG_PROOF = (SassMark("USETMAXREG"),)  # what nvdisasm shows of setmaxnreg, where the split moves registers
 PIPELINE_PROOF = (SassMark("LDGSTS"), SassMark("LDGDEPBAR"), SassMark("DEPBAR.LE"))  # cp.async, commit, wait_group
@@ -75,6 +77,7 @@ class RoleSettings:
     stages: int = 2
     setmaxnreg: bool | None = None
     registers: dict[str, int] | None = None  # per kernel, from ptxas (None: the register budget is not checked)
+    refused: dict[str, str] | None = None  # per kernel, why its split is not kept, found outside the pass (ptxas)
 
 
 def _split(
@@ -85,6 +88,7 @@ def _split(
     forms: Forms,
     moved: RegisterSplit | None,
     copies: tuple[AsyncCopy, ...] = (),
+    bulk: Footprint | None = None,
 ) -> ast.Function:
     """The kernel with its roles: prologue (mbarrier init, the role branch), consumers, producers (N / shares
     threads, each staging `shares` consumer threads' parts, with `copies` as cp.async where given)."""
@@ -121,6 +125,12 @@ def _split(
     wide = wide_regs.__contains__
     registers = frozenset(r.name for r in cfg.linear.registers.values())
     staging = async_producers.async_staging(copies, wide, registers) if copies else Staging()
+    plan = per_run_code(bulk, registers) if bulk is not None else None
+    if bulk is not None:
+        assert isinstance(plan, RunCode)  # the footprint's refusal said so first
+        staging = bulk_producers.bulk_staging(
+            copies, bulk, wide, registers, forms.space, plan, bulk_producers.feeds_tail(cfg, found)
+        )
     producers = producer_code(function, found, shares, stages, stage_bytes, forms, ring_names, wide, staging)
     producer_threads = n // shares
     share_registers = [
@@ -137,6 +147,7 @@ def _split(
             *([f".reg .b32 {vtids};"] if vtids else []),
             ".reg .b64 %wr_state, %wr_wide, %wr_ad<8>;",
             *([async_producers.declarations(copies)] if copies else []),
+            *([bulk_producers.declarations(plan)] if isinstance(plan, RunCode) else []),
             f".shared .align 16 .b8 {RING}[{stages * stage_bytes}];",
             f".shared .align 8 .b64 {FULL}[{stages}];",
             f".shared .align 8 .b64 {EMPTY}[{stages}];",
@@ -204,7 +215,7 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
     for at, item in enumerate(module.items):
         if not (isinstance(item, ast.Function) and item.is_kernel and item.body is not None):
             continue
-        why = _unsupported(module, settings, arch)
+        why = _unsupported(module, settings, arch) or (settings.refused or {}).get(item.name)
         if settings.variant == "pipeline" and not why:
             assert forms is not None  # _unsupported refuses a file without an sm_ target
             done = _pipeline(module, item, settings, forms)
@@ -218,7 +229,8 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         registers = (settings.registers or {}).get(item.name)
         found: StagedLoop | Refusal
         warps = _threads(item) // 32
-        producers = warps if settings.producer_warps is None else settings.producer_warps
+        bulk = settings.variant == bulk_producers.VARIANT
+        producers = (1 if bulk else warps) if settings.producer_warps is None else settings.producer_warps
         plan: RegisterSplit | str | None = None
         limited = registers is not None and warps > 0 and registers > launch_registers(32 * (warps + producers))
         if not why and warps and (settings.setmaxnreg or (limited and settings.setmaxnreg is None)):
@@ -236,6 +248,10 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                 found = replace(found, reason=f"{found.reason}; {plan}")
         if isinstance(found, StagedLoop) and found.kind != "ld+st":
             found = Refusal(item.name, item.line, f"{found.kind} staging is not split by this version (ld+st only)")
+        if isinstance(found, StagedLoop) and bulk and producers != 1:
+            found = Refusal(
+                item.name, item.line, f"{bulk_producers.VARIANT} has one producer warp (P = 1), not {producers}"
+            )
         if isinstance(found, StagedLoop) and not (1 <= producers <= warps and warps % producers == 0):
             found = Refusal(
                 item.name, item.line, f"producer warps must divide the {warps} consumer warps, not {producers}"
@@ -245,24 +261,39 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         shares = warps // producers if producers else 1
         if isinstance(found, StagedLoop) and (why := producer_refusal(item, found, shares)):
             found = Refusal(item.name, item.line, why)
-        if isinstance(found, StagedLoop) and settings.variant != async_producers.VARIANT:
+        copying = settings.variant in (async_producers.VARIANT, bulk_producers.VARIANT)
+        if isinstance(found, StagedLoop) and not copying:
             cfg = build_cfg(item)
             du = def_use(cfg)
             if stale := stale_slot(cfg, du, find_loops(cfg, du), found):
                 found = Refusal(item.name, *stale)
         copies: tuple[AsyncCopy, ...] = ()
-        if isinstance(found, StagedLoop) and settings.variant == async_producers.VARIANT:
+        if isinstance(found, StagedLoop) and copying:
             converted = async_producers.producer_copies(build_cfg(item), found)
             if isinstance(converted[0], int):
                 found = Refusal(item.name, *converted)
             else:
                 copies = converted
+        runs: Footprint | None = None
+        if isinstance(found, StagedLoop) and bulk:
+            cfg = build_cfg(item)
+            laid = bulk_producers.replay_refusal(cfg, found) or footprint(cfg, found, copies)
+            if isinstance(laid, Footprint) and (why := bulk_producers.unfitting(module, found, laid, settings.stages)):
+                laid = (item.line, why)
+            names = frozenset(r.name for r in cfg.linear.registers.values())
+            if isinstance(laid, Footprint) and isinstance(why := per_run_code(laid, names), str):
+                laid = (item.line, f"the per-run check cannot be built: {why}")
+            if isinstance(laid, tuple):
+                line, why = laid
+                found = Refusal(item.name, line, f"bulk producers: {why}")
+            else:
+                runs = laid
         if isinstance(found, Refusal):
             report.skipped.append(Skip(item.name, found.line, "warp-roles", found.reason))
             continue
         moved = plan if isinstance(plan, RegisterSplit) else None
         assert forms is not None  # _unsupported refuses a file without an sm_ target
-        split = _split(item, found, settings, shares, forms, moved, copies)
+        split = _split(item, found, settings, shares, forms, moved, copies, runs)
         if why := _unwritable(forms, item, split, "split"):
             report.skipped.append(Skip(item.name, item.line, "warp-roles", why))
             continue
@@ -286,7 +317,21 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
                             f"{sum(c.zero_fill for c in copies)} zero-filled where the input stored zero, "
                             "arriving on full[slot] as they land (cp.async.mbarrier.arrive.noinc)"
                         ]
-                        if copies
+                        if copies and runs is None
+                        else []
+                    ),
+                    *(
+                        [
+                            f"producers copy with cp.async.bulk: {len(runs.runs)} "
+                            f"run{'s' if len(runs.runs) > 1 else ''} of "
+                            f"{_sizes(runs)} bytes, {runs.total} bytes per trip (mbarrier.expect_tx)"
+                            f"{f', {runs.loose} with cp.async' if runs.loose else ''}; "
+                            "runs proven contiguous in global memory while their 32-bit indices do not wrap; a "
+                            f"trip whose runs are not 16-byte aligned, whose indices wrap "
+                            f"({sum(len(r.assumptions) for r in runs.runs)} no-wrap checks) or that zero-fills a "
+                            "word is staged with cp.async instead (checked on every trip)"
+                        ]
+                        if runs is not None
                         else []
                     ),
                     *(
@@ -302,6 +347,14 @@ def warp_roles(module: ast.Module, settings: RoleSettings | None = None) -> tupl
         )
         report.inserted.append(item.name)
     return replace(module, items=tuple(new_items)), report
+
+
+def _sizes(runs: Footprint) -> str:
+    """The runs' sizes, grouped: `16 x 256 + 4096`."""
+    counts: dict[int, int] = {}
+    for r in runs.runs:
+        counts[r.size] = counts.get(r.size, 0) + 1
+    return " + ".join(f"{n} x {size}" if n > 1 else str(size) for size, n in counts.items())
 
 
 def _pipeline(
@@ -357,6 +410,7 @@ def sass_proof(function: ast.Function, arch: str) -> tuple[SassMark, ...]:
     ring = mbarrier_sass(arch)
     assert ring is not None, f"an mbarrier ring assembled for {arch}"  # ptxas rejects mbarrier below sm_80
     copying = (*async_producers.SASS_PROOF, *ring.copies_arrive) if "cp.async.mbarrier.arrive" in families else ()
+    copying += bulk_producers.SASS_PROOF if "cp.async.bulk" in families else ()
     return (*ring.wait, *ring.arrive, *(SETMAXNREG_PROOF if "setmaxnreg" in ops else ()), *copying)
 
 

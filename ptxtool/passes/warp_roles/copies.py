@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
-from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse
+from ptxtool.analysis.dataflow.liveness import ENTRY, DefUse, def_use
 from ptxtool.analysis.launch_bounds import block_bounds
 from ptxtool.analysis.linear import Op
-from ptxtool.analysis.loops import Loop
+from ptxtool.analysis.loops import Loop, find_loops
 from ptxtool.analysis.staging import SharedBuffer, StagedLoop
-from ptxtool.isa.caching import access_bytes, type_bits
+from ptxtool.isa.caching import access_bytes
 from ptxtool.isa.integer import integer_form, wrapped
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
-from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, postdominators
+from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, address_bits, postdominators
 from ptxtool.passes.warp_roles.thread_values import Value, carried_symbol
 from ptxtool.syntax import ast
 
@@ -267,10 +267,8 @@ class _Converter:
             )
         return None
 
-    def fill_refusal(self, disjoint: bool = True) -> tuple[int, str] | None:
-        """(line, why) where fills.py cannot tell each thread's writes of a trip, or (`disjoint`) two of one thread's
-        overlap (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on
-        every trip, and (`disjoint`) disjoint."""
+    def trace(self) -> FillTrace:
+        """fills.py's run of the staging part, thread after thread, with what this converter knows of live-ins."""
         bounds = block_bounds(self.cfg.function)
         ntid = bounds.dims[0] if bounds is not None and bounds.exact else None
 
@@ -280,7 +278,13 @@ class _Converter:
         def key_def(at: int, name: str) -> str | None:
             return self.key_def(at, ast.Name(name))
 
-        trace = FillTrace(self.cfg, self.found, self.value, key, key_def, ntid)
+        return FillTrace(self.cfg, self.found, self.value, key, key_def, ntid)
+
+    def fill_refusal(self, disjoint: bool = True) -> tuple[int, str] | None:
+        """(line, why) where fills.py cannot tell each thread's writes of a trip, or (`disjoint`) two of one thread's
+        overlap (cp.asyncs are not ordered with each other); None: every thread's writes are known, the same on
+        every trip, and (`disjoint`) disjoint."""
+        trace = self.trace()
         for tid in range(self.threads):
             try:
                 writes = trace.writes(tid)
@@ -465,11 +469,10 @@ class _Converter:
             extra = ast.displacement(address)
             base = self.value(at, address.base)
             key = self.key(self.ops[at], address.base.text) if isinstance(address.base, ast.Name) else None
-            bits = type_bits(self.cfg.linear.registers[key].type) if key else None
             if base is None:
                 self.evaluated[at] = None
             else:
-                offsets = [wrapped(v + extra, bits, access_bytes(i)) for v in base[1]]
+                offsets = [wrapped(v + extra, address_bits(self.cfg, key), access_bytes(i)) for v in base[1]]
                 self.evaluated[at] = None if None in offsets else tuple((base[0], v) for v in offsets)  # type: ignore[misc]
         return self.evaluated[at]
 
@@ -533,6 +536,14 @@ def _overlapping(writes: list[Write]) -> tuple[Write, Write] | None:
         if a.buffer == b.buffer and b.offset < a.offset + a.size:
             return (a, b) if i < j else (b, a)
     return None
+
+
+def staging_trace(cfg: CFG, found: StagedLoop) -> tuple[FillTrace, int]:
+    """fills.py's run of the staging part with this module's evaluation of live-ins, and the threads to run it for
+    (the values %tid.x may take)."""
+    du = def_use(cfg)
+    converter = _Converter(cfg, du, find_loops(cfg, du), found)
+    return converter.trace(), converter.threads
 
 
 def stale_slot(cfg: CFG, du: DefUse, loops: tuple[Loop, ...], found: StagedLoop) -> tuple[int, str] | None:

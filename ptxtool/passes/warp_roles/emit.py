@@ -16,12 +16,16 @@ from ptxtool.syntax import ast, parse
 RING, FULL, EMPTY = "__wr_ring", "__wr_full", "__wr_empty"
 
 
-def own_label(prefix: str, name: str) -> str:
-    """The pass's copy of label `name` under `prefix` (`$__wr_p`), one to one over PTX labels: `$L` -> `$__wr_pL`
-    (nvcc's labels keep their look), `L` -> `$$__wr_pL`, `%L` -> `$$__wr_p$L`, so `$st` and `st` stay apart."""
+def copied_label(key: str, name: str) -> str:
+    """The pass's copy of input label `name` for `key` (which copy: `p`, `c`, `s1p`, `q0`: letters and digits),
+    `$__wr_<key>` then the name: `$L` -> `$__wr_p$L`, `L` -> `$__wr_p_$L`, `%L` -> `$__wr_p_$$L`. A copy holds a
+    `$` after the prefix, where the pass's own labels (`$__wr_producer`, `$__wr_staging1`, `$__wr_run3`) hold only
+    letters, digits and `_`, and its key ends at that `$`: the copies are one to one over (key, label) and apart
+    from the pass's own labels by construction."""
+    assert key.isalnum() and key.isascii(), key
     if name.startswith("$"):
-        return f"{prefix}{name[1:]}"
-    return f"${prefix}${name[1:]}" if name.startswith("%") else f"${prefix}{name}"
+        return f"$__wr_{key}{name}"
+    return f"$__wr_{key}_$${name[1:]}" if name.startswith("%") else f"$__wr_{key}_${name}"
 
 
 def statements(body: str, target: Target | str = "sm_90") -> tuple[ast.Statement, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from ptxtool import isa
 from ptxtool.analysis.cfg import CFG
@@ -78,6 +79,13 @@ def _immediate(text: str) -> _Known | None:
     return (None, number) if isinstance(number, int) and not isinstance(number, bool) else None
 
 
+def address_bits(cfg: CFG, key: str | None) -> int | None:
+    """The width of the address register `key` (an op's use of it), which an address wraps at; None where the
+    address is no register (a buffer's symbol itself, whose offsets do not wrap within the buffer)."""
+    register = cfg.linear.registers.get(key) if key else None
+    return type_bits(register.type) if register else None
+
+
 class FillTrace:
     """Runs the staging part for thread after thread: `live_in(at, operand)` is what a register the trace has not
     defined yet holds in every thread (None: unknown), `key`/`key_def` a register's key as op `at` reads or writes
@@ -131,6 +139,7 @@ class FillTrace:
             if i.opcode == "bra":
                 pc = self.cfg.linear.labels[op.targets[0]] if taken else pc + 1
                 continue
+            self.observe(tid, pc, state, taken)
             if pc in self.stores:
                 self.store(tid, pc, taken, state, out, forks)
             elif taken is None:
@@ -138,6 +147,10 @@ class FillTrace:
             elif taken:
                 self.evaluate(tid, pc, state)
             pc += 1
+
+    def observe(self, tid: int, at: int, state: _State, taken: bool | None) -> None:
+        """Op `at` reached in thread `tid` (`taken`: its guard's value, None unknown), before it runs: a hook for
+        analyses that follow more than the known values (sources.py)."""
 
     def fork(self, tid: int, at: int, state: _State, forks: tuple[int, ...]) -> int:
         """A branch on an unknown predicate: both ways run to their join, the registers they agree on kept."""
@@ -157,13 +170,22 @@ class FillTrace:
             way = dict(state)
             self.run(tid, start, join, way, [], (*forks, at))
             ways.append(way)
-        first, second = ways
+        self.joined(at, state, *ways)
+        return join
+
+    def joined(self, at: int, state: _State, first: _State, second: _State) -> None:
+        """`state` after the branch at op `at` ran both ways (`first`: taken): the values both ways agree on, and
+        `merger`'s for the others."""
+        merge = self.merger(at, state)
         for key in first.keys() | second.keys():
             if key not in first or key not in second or first[key] != second[key]:
-                state[key] = None
+                state[key] = merge(key, first.get(key), second.get(key))
             else:
                 state[key] = first[key]
-        return join
+
+    def merger(self, at: int, state: _State) -> Callable[[Any, Any, Any], Any]:
+        """How a value the two ways of the branch at op `at` disagree on joins (`state`: before the branch): unknown."""
+        return lambda key, first, second: None
 
     def store(
         self, tid: int, at: int, taken: bool | None, state: _State, out: list[Write], forks: tuple[int, ...]
@@ -193,7 +215,8 @@ class FillTrace:
             )
         extra = ast.displacement(address)
         size = access_bytes(i)
-        offset = wrapped(base[1] + extra, self.width(at, address.base), size)
+        key = self.key(at, address.base.text) if isinstance(address.base, ast.Name) else None
+        offset = wrapped(base[1] + extra, address_bits(self.cfg, key), size)
         if offset is None:
             raise Refused(
                 op.line,
@@ -201,14 +224,6 @@ class FillTrace:
                 "space: their order is not known",
             )
         out.append(Write(at, base[0], offset, size))
-
-    def width(self, at: int, base: ast.Operand) -> int | None:
-        """The bits of the address register op `at` reads (None: a buffer's symbol itself)."""
-        if not isinstance(base, ast.Name) or base.text in self.buffers:
-            return None
-        key = self.key(at, base.text)
-        register = self.cfg.linear.registers.get(key) if key else None
-        return type_bits(register.type) if register else None
 
     def read(self, tid: int, at: int, operand: ast.Operand, state: _State) -> _Known | None:
         """What `operand` of op `at` holds in thread `tid`."""

@@ -24,7 +24,7 @@ from ptxtool.analysis.dataflow.liveness import ENTRY, def_use
 from ptxtool.analysis.staging import StagedLoop
 from ptxtool.isa.caching import type_bits
 from ptxtool.passes.warp_roles.copies import AsyncCopy, copying
-from ptxtool.passes.warp_roles.emit import RING, mapped, own_label, relocated, renamed, statements
+from ptxtool.passes.warp_roles.emit import RING, copied_label, mapped, relocated, renamed, statements
 from ptxtool.passes.warp_roles.producers import body_units, declared_registers, share_name, substituted
 from ptxtool.syntax import ast
 
@@ -122,13 +122,13 @@ def pipelined(
             if at is None:
                 return None
             if lo < at < found.filled:
-                return own_label(f"$__wr_q{j}_", text)
+                return copied_label(f"q{j}", text)
             if at == found.filled:
                 return f"$__wr_staged{j}"
             if at == lo:
                 return f"$__wr_cont{j}"
             if found.released < at < hi:
-                return own_label(f"$__wr_q{j}_", text)
+                return copied_label(f"q{j}", text)
             return f"$__wr_stop{j}"  # out of the loop: the ahead copy has no more trips
 
         out = list(

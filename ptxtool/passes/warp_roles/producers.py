@@ -13,8 +13,8 @@ from ptxtool.passes.warp_roles.emit import (
     EMPTY,
     FULL,
     Forms,
+    copied_label,
     mapped,
-    own_label,
     relocated,
     renamed,
     slot_code,
@@ -35,6 +35,9 @@ class Staging:
     edit: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]] | None = None
     arrive: str = ARRIVE
     end: str = ""
+    check: Callable[[int, ast.Instruction], tuple[ast.Statement, ...]] | None = None  # a first pass (bulk_producers)
+    before: str = ""  # after the empty wait, before the `check` pass
+    decide: str = ""  # after the `check` pass, before the staging pass
 
 
 def _part(found: StagedLoop, index: int, label: bool) -> str:
@@ -101,9 +104,9 @@ def share_name(name: str, share: int) -> str:
     return f"%wr_s{share}_{name[1:]}" if name.startswith("%") else f"%wr_s{share}${name}"
 
 
-def _share_label(name: str, share: int) -> str:
-    """Share j's copy of a label in the producers' code."""
-    return own_label("$__wr_p" if share == 0 else f"$__wr_s{share}p", name)
+def _share_label(name: str, share: int, tag: str = "p") -> str:
+    """Share j's copy of a label in the producers' code (`tag`: which pass over the part: p, or c for a check)."""
+    return copied_label(tag if share == 0 else f"s{share}{tag}", name)
 
 
 def substituted(node: object, names: Callable[[str], str | None]) -> object:
@@ -119,18 +122,20 @@ def substituted(node: object, names: Callable[[str], str | None]) -> object:
     return node
 
 
-def _copy(s: ast.Statement, share: int, part: str, names: Callable[[str, str, int], str | None]) -> ast.Statement:
-    """Statement `s` of `part` as share `share` runs it: its registers and labels renamed."""
-    rename = lambda text: names(text, part, share)  # noqa: E731
+def _copy(
+    s: ast.Statement, share: int, part: str, names: Callable[[str, str, int, str], str | None], tag: str = "p"
+) -> ast.Statement:
+    """Statement `s` of `part` as share `share` runs it in pass `tag`: its registers and labels renamed."""
+    rename = lambda text: names(text, part, share, tag)  # noqa: E731
     if isinstance(s, ast.Instruction):
         guard = s.guard and replace(s.guard, predicate=substituted(s.guard.predicate, rename))
         return replace(s, operands=substituted(s.operands, rename), guard=guard)
     if isinstance(s, ast.Label):
-        return replace(s, name=_share_label(s.name, share))
+        return replace(s, name=_share_label(s.name, share, tag))
     if isinstance(s, ast.Declaration) and s.has(".reg"):
         return replace(s, declarators=tuple(replace(x, name=share_name(x.name, share)) for x in s.declarators))
     if isinstance(s, ast.Block):
-        return replace(s, statements=tuple(_copy(x, share, part, names) for x in s.statements))
+        return replace(s, statements=tuple(_copy(x, share, part, names, tag) for x in s.statements))
     return s
 
 
@@ -166,8 +171,10 @@ def producer_code(
     registers = declared_registers(function) | {"%wr_vtid"}
     label_part = {s.name: part for part, _, s in units if isinstance(s, ast.Label)}
 
-    def edit(index: int, i: ast.Instruction) -> tuple[ast.Statement, ...]:
+    def edit(index: int, i: ast.Instruction, checking: bool = False) -> tuple[ast.Statement, ...]:
         i = renamed(i, replayed)
+        if index in found.staging and checking and staging.check is not None:
+            return staging.check(index, i)
         if index in found.staging and staging.edit is not None:
             return staging.edit(index, i)
         if index in found.staging and any(s.startswith("shared") for _, _, s in isa.memory_accesses(i)):
@@ -176,36 +183,40 @@ def producer_code(
             return ()
         return (i,)
 
-    def names(text: str, part: str, share: int) -> str | None:
+    def names(text: str, part: str, share: int, tag: str) -> str | None:
         if text in registers:
             return share_name(text, share)
         target = label_part.get(text)
         if target is None:
             return None
         if target == part or share == shares - 1 or (part == "pre" and target == "post"):
-            return _share_label(text, share if target == part else 0)
-        return f"$__wr_{part}{share + 1}"  # the next share's copy of this part: every share steps, the last decides
+            if tag != "p" and target != part:  # a check pass never leaves its part: the staging pass follows it
+                return f"$__wr_{tag}{part}{shares}"
+            return _share_label(text, share if target == part else 0, tag)
+        return f"$__wr_{tag if tag != 'p' else ''}{part}{share + 1}"  # the next share's copy of this part
 
-    def edited(part: str) -> list[ast.Statement]:
+    def edited(part: str, checking: bool = False) -> list[ast.Statement]:
         out: list[ast.Statement] = []
+        step = lambda index, i: edit(index, i, checking)  # noqa: E731
         for p, index, s in units:
             if p != part:
                 continue
             if isinstance(s, ast.Instruction):
-                out.extend(edit(index, s))
+                out.extend(step(index, s))
             elif isinstance(s, ast.Block):
-                out.append(mapped(s, edit, {}, start=index))
+                out.append(mapped(s, step, {}, start=index))
             else:
                 out.append(s)
         return out
 
-    def copies(part: str) -> list[ast.Statement]:
-        code = edited(part)
+    def copies(part: str, tag: str = "p") -> list[ast.Statement]:
+        code = edited(part, tag != "p")
         out: list[ast.Statement] = []
+        prefix = "" if tag == "p" else tag
         for share in range(shares):
-            out += statements(f"$__wr_{part}{share}:") if share else ()
-            out += [_copy(s, share, part, names) for s in code]
-        return out
+            out += statements(f"$__wr_{prefix}{part}{share}:") if share else ()
+            out += [_copy(s, share, part, names, tag) for s in code]
+        return [*out, *(statements(f"$__wr_{prefix}{part}{shares}:") if tag != "p" else ())]
 
     def once(part: str) -> list[ast.Statement]:
         return [_copy(s, 0, part, names) for s in edited(part) if isinstance(s, ast.Label)]
@@ -221,6 +232,9 @@ def producer_code(
         *copies("pre"),
         *once("header"),
         *statements(wait),
+        *(statements(staging.before, forms.target) if staging.before else ()),
+        *(copies("staging", "c") if staging.check is not None else ()),
+        *(statements(staging.decide, forms.target) if staging.decide else ()),
         *copies("staging"),
         *once("filled"),
         *statements(arrive),

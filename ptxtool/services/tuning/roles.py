@@ -45,8 +45,8 @@ def launch_block(before: ast.Function, after: ast.Function, spec_block: Dims) ->
 
 def split_kernel(context: Context, roles: Any, registers: dict[str, int]) -> ast.Function | str:
     """The tuned kernel as the pass splits it with these settings, verified as `optimize` verifies the split
-    (ptxas, the SASS's mbarrier waits and arrivals), or why there is none. The pass runs on the parsed module
-    first, so a refusal costs no ptxas run."""
+    (ptxas, the SASS's mbarrier waits and arrivals), or why there is none. The pass runs on the parsed module first,
+    so a refusal costs no ptxas run."""
     from ptxtool.passes import run_pipeline
     from ptxtool.passes.warp_roles import NAME
     from ptxtool.services.optimize import Options, execute
@@ -67,7 +67,8 @@ def split_kernel(context: Context, roles: Any, registers: dict[str, int]) -> ast
         return why or "; ".join(result.problems)
     if not any(r.kernel == kernel for r in report.rewrites):
         return "the pass left the kernel as it was"
-    return next(f for f in parse(result.text).kernels if f.name == kernel)
+    module = parse(result.text)
+    return next(f for f in module.kernels if f.name == kernel)
 
 
 def candidates(context: Context) -> Iterator[Candidate]:
@@ -90,14 +91,14 @@ def candidates(context: Context) -> Iterator[Candidate]:
         shown = (variant, str(DEFAULT_PRODUCERS if producers is None else producers), str(stages))
         label = _label([shown])
         split = split_kernel(context, RoleSettings(variant=variant, producer_warps=producers, stages=stages), registers)
-        if not isinstance(split, ast.Function):
+        if isinstance(split, str):
             block: Dims | str = split
         elif variant == "pipeline":  # the block and every thread's %tid stay: the spec's launch
             block = spec.block
         else:
             block = launch_block(original, split, spec.block)
-        if isinstance(block, str):
-            refused.setdefault(block, []).append(shown)
+        if isinstance(block, str) or isinstance(split, str):
+            refused.setdefault(str(block), []).append(shown)
             continue
         items = tuple(split if item is original else item for item in context.module.items)
         text = format_module(replace(context.module, items=items))
