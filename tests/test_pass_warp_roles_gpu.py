@@ -26,6 +26,13 @@ PRODUCERS = (1, 2)
 STAGES = (2, 4)
 
 
+def _made_or_spills(entry: dict, name: str) -> None:
+    """Split `name` (S = 2 fits every benchmark) is made, or refused because ptxas spills it where the input did not
+    (optimize keeps the input then: sgemm_unrolled's producers with P = 1 and its split-bulk)."""
+    info = entry["splits"][name]
+    assert "block" in info or info.get("refused", "").startswith("ptxas spills"), entry["splits"]
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     folder = tmp_path_factory.mktemp("warp_roles_producers")
@@ -45,7 +52,7 @@ def test_fewer_producers_bit_identical(
     entry = manifest[name]
     wanted = {bench.variant_name(s, producers, setmaxnreg) for s in STAGES}
     made = {v for v in wanted if "block" in entry["splits"][v]}
-    assert bench.variant_name(2, producers, setmaxnreg) in made, entry["splits"]  # S = 2 fits every benchmark
+    _made_or_spills(entry, bench.variant_name(2, producers, setmaxnreg))
     for v in made:
         assert entry["splits"][v]["block"] == entry["block"] + 32 * producers
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
@@ -106,7 +113,8 @@ def test_copying_producers_bit_identical(name: str, copying: tuple[Path, dict]) 
     folder, manifest = copying
     entry = manifest[name]
     made = {v for v, info in entry["splits"].items() if "block" in info}
-    assert {bench.async_name(2, p) for p in COPYING} <= made, entry["splits"]
+    for p in COPYING:
+        _made_or_spills(entry, bench.async_name(2, p))
     for stages in (2, 3):
         for p in COPYING:
             if bench.async_name(stages, p) in made:
@@ -148,7 +156,7 @@ def test_bulk_producers_bit_identical(name: str, shift: int, bulk: tuple[Path, d
     if name not in BULK_ACCEPTED:
         assert not made, entry["splits"]
         return
-    assert bench.bulk_name(2) in made, entry["splits"]
+    _made_or_spills(entry, bench.bulk_name(2))
     assert all(entry["splits"][v]["block"] == entry["block"] + 32 for v in made)
     entry = {**entry, "splits": {v: entry["splits"][v] for v in made}}
     with Gpu() as gpu:
