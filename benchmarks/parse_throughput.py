@@ -60,6 +60,10 @@ for round in range(int(sys.argv[2])):
 print(json.dumps({"import": t1 - t0, "parse": best_parse, "parse_print": best_both, "cold": cold}))
 """
 
+# `ptxtool` as the console script pip installs runs it (`from ptxtool.program import main`, the tree's package first on
+# sys.path as with `-m`), not `python -m ptxtool`, whose runpy and importlib.util are no part of a user's run.
+_PROGRAM = "import sys\nfrom ptxtool.program import main\nsys.argv[0] = 'ptxtool'\nsys.exit(main())"
+
 # Runs in a child: where one `ptxtool fmt FILE -o OUT` spends its time, phase by phase, in a fresh process (no
 # round is repeated, so every phase is cold, as in a real run), in CPU time (what a busy machine disturbs least). The
 # interpreter's own start is `python -c pass`; `program imports` are what fmt's short path (ptxtool/program.py, no
@@ -241,7 +245,7 @@ def bench_file(path: Path, ptxas: str, repeat: int, work: Path) -> dict:
     lines = path.read_text(encoding="utf-8").count("\n")
     child = measure([sys.executable, "-c", _CHILD, str(path), str(repeat)])
     times = json.loads(child.stdout)
-    fmt_command = [sys.executable, "-m", "ptxtool", "fmt", str(path), "-o", str(work / "fmt.ptx")]
+    fmt_command = [sys.executable, "-c", _PROGRAM, "fmt", str(path), "-o", str(work / "fmt.ptx")]
     fmt_runs, asm_runs = [], []
     for _ in range(repeat):  # interleaved, so a busy moment on the machine hits both sides alike
         fmt_runs.append(measure(fmt_command))
