@@ -8,7 +8,7 @@ own them. Characters that start no token are reported as errors and skipped, so 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ptxtool.records import finish, record
 from ptxtool.syntax.tables import Terminal
@@ -29,9 +29,19 @@ class Token(str):
         return token
 
 
+# The lexer's own patterns, like the grammar's terminals, are read under re.ASCII (`(?a)`): PTX is ASCII, and there
+# `\d` is [0-9] and `\w` [A-Za-z0-9_], which compile several times quicker than ranges (`re` compiles in Python,
+# per element of a pattern: start-up time of every run).
 # FLOAT's forms that compilers write (`0f3F800000`, `0d3FF0000000000000`): the grammar's FLOAT begins with them
-_HEX_FLOAT = r"0[fF][0-9a-fA-F]{8}(?![0-9a-zA-Z_$])|0[dD][0-9a-fA-F]{16}(?![0-9a-zA-Z_$])"
-_WORD_SHAPED = re.compile(r"\.?[A-Za-z_$][A-Za-z0-9_$]*")
+_HEX_FLOAT = r"0[fF][\da-fA-F]{8}(?![\w$])|0[dD][\da-fA-F]{16}(?![\w$])"
+
+
+def _word_shaped(text: str) -> bool:
+    """Whether a literal terminal is spelled like a name or a directive (`.entry`, `ret`): a keyword."""
+    name = text[1:] if text[:1] == "." else text
+    return name.isascii() and name[:1] not in "0123456789" and name.replace("_", "a").replace("$", "a").isalnum()
+
+
 # a value in a debug section as compilers write it: `12`, `-1`, `$L__tmp3`, `.debug_abbrev`, `.debug_loc+136`,
 # `$L__tmp5-$L__func_begin0` (the grammar's section_value forms; blanks around `+` and `-` as the grammar allows)
 _SECTION_INT = r"(?:-[ \t]*+)?[0-9]++(?![.xXbBeEuU])"
@@ -60,20 +70,21 @@ _OPEN_BRACE = re.compile(r"[ \t\f\r\n]*+\{")
 # pattern of character runs that is several times quicker than SECTION_ITEM's general one; `[0-9,]++` takes the
 # common all-integer line (its commas are checked apart, over the whole body). nvcc writes every item flush left,
 # which the first pattern takes; the second takes indented items.
-_NAME = r"[A-Za-z_$][A-Za-z0-9_$]*+"
-_PLAIN_VALUE = rf"-?[0-9]++|{_NAME}(?:\+-?[0-9]++|-{_NAME})?|\.debug_[A-Za-z0-9_]++(?:\+-?[0-9]++)?"
-_PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[0-9,]++|(?:{_PLAIN_VALUE})(?:,(?:{_PLAIN_VALUE}))*+)|{_NAME}:"
+_NAME = r"(?!\d)[\w$]++"
+_PLAIN_VALUE = rf"-?\d++|{_NAME}(?:\+-?\d++|-{_NAME})?|\.debug_\w++(?:\+-?\d++)?"
+# (the values apart by commas, none after the last: each value once in the pattern)
+_PLAIN_LINE = rf"\.b(?:8|16|32|64) (?:[\d,]++|(?:(?:{_PLAIN_VALUE})(?:,(?!\n)|(?=\n)))++)|{_NAME}:"
 # (an empty body, `{ }`, and blank lines before the `}`, as nvcc ends `.debug_macinfo`, are plain too)
-_FLUSH_BODY = rf"[ \t]*+(?:\n(?:(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
+_FLUSH_BODY = rf"(?a)[ \t]*+(?:\n(?:(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
 # the same layout with the common line, `.b8` and integers, tried first, a run of them at a time (a third quicker)
-_FLUSH_QUICK = rf"[ \t]*+(?:\n(?:(?:\.b8 [0-9,]++\n)++|(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
+_FLUSH_QUICK = rf"(?a)[ \t]*+(?:\n(?:(?:\.b8 [0-9,]++\n)++|(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
 # For the commas of a flush body in one C pass: blanks, line ends and commas become `,` (any two of them side by
 # side are then `,,`), name characters and `:` a letter, digits `0`: in a body of such lines a comma with no value
 # before or after it (`,,`, ` ,`, `,` at a line's end) is the only `,,` left.
 _COMMA_CLASSES = bytes.maketrans(
     bytes(range(256)), bytes(44 if b in b" \t\n," else 48 if 48 <= b <= 57 else 97 for b in range(256))
 )
-_PLAIN_BODY = rf"[ \t]*+(?:\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
+_PLAIN_BODY = rf"(?a)[ \t]*+(?:\n(?:[ \t]*+(?:{_PLAIN_LINE})\n)*+[ \t\n]*+)?"
 _INDENT = r"(?m)^[ \t]++"
 
 
@@ -215,7 +226,7 @@ class PtxLexer:
         patterns: list[tuple[int, int, str, str]] = []
         for order, term in enumerate(terminals):
             if term.literal:
-                target = self.keywords if _WORD_SHAPED.fullmatch(term.pattern) else self.punctuation
+                target = self.keywords if _word_shaped(term.pattern) else self.punctuation
                 target[term.pattern] = term.name
             elif term.name in ignored and term.name != "COMMENT":
                 continue  # whitespace: finditer steps over it
@@ -227,7 +238,7 @@ class PtxLexer:
         # usual table of decimal integers is checked by bytes operations, quicker still (decimal_list)
         literal, blanks = f"-?(?:{by_name['FLOAT']}|{by_name['INT']})", r"[ \t\f\r\n]*+"
         # (compiled on first use, as the patterns only some files need are: compiling is start-up time)
-        full = rf"{blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}"
+        full = rf"(?a){blanks}\{{{blanks}(?:{literal}{blanks},{blanks})*+{literal}{blanks}\}}"
 
         def data_list(text: str, at: int) -> tuple[int, str | None] | None:
             found = decimal_list(text, at)
@@ -246,10 +257,9 @@ class PtxLexer:
         alternatives["OPEN_STRING"] = (
             r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)'  # a string that never ends: to its line's end
         )
-        punct = "|".join(re.escape(p) for p in sorted(self.punctuation, key=len, reverse=True))
-        alternatives["PUNCT"] = f"(?P<PUNCT>{punct})"
+        alternatives["PUNCT"] = f"(?P<PUNCT>{_longest_first(self.punctuation)})"
         # a number glued to letters (`12ab`) is one bad token, so that no scan over its digits is repeated per digit
-        alternatives["BAD"] = r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])"
+        alternatives["BAD"] = r"(?P<BAD>\d[\w$]*+|[^ \t\f\r\n])"
         # Alternatives are tried in order, so the most frequent go first where no earlier one can match the same
         # text: nothing else starts like a WORD (a letter, `_`, `$`, `%` and a name character) but `%` in PUNCT and
         # the catch-all, which stay after it; comments precede PUNCT for `/`; no PUNCT character starts a number,
@@ -258,22 +268,25 @@ class PtxLexer:
         first = ("WORD", "COMMENT", "OPEN_COMMENT", "PUNCT")
         order = [*first, *(name for name in alternatives if name not in first)]
         body = "|".join(alternatives[name] for name in order)
-        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S)
+        self.master = re.compile(rf"[ \t\f\r\n]*+(?:{body}|\Z)", re.S | re.A)
         # A one-line instruction whose operands are names, integers, hexadecimal floats (as compilers write them; a
         # decimal one goes token by token), `[base+offset]` addresses or vectors of names, or
         # a label, in the terminals' own patterns, so that it is the same tokens the master pattern finds (groups:
         # `!`, guard, opcode, operands; label). Blanks are spaces and tabs only; anything else (a comment, an
         # expression, a modifier apart from the opcode) is no match and goes token by token. None if a keyword is
         # shaped like a name (it would be another token) or FLOAT no longer begins with the hexadecimal forms.
-        word, number = by_name["WORD"], by_name["INT"]
+        # Where compilers write only decimal integers (an address's base and offset, a count, a size, `.loc`'s
+        # numbers), the patterns take only those (INT's decimal form: `12`, not `12U` or `0xC`): another spelling
+        # goes token by token. Each pattern is read under re.ASCII, as the terminals are.
+        word, number, decimal = by_name["WORD"], by_name["INT"], r"\d++(?![\w$.])"
         operand = (
             rf"{word}|-?(?:{_HEX_FLOAT}|{number})"
-            rf"|\[[ \t]*+(?:{word}|{number})(?:[ \t]*+\+[ \t]*+-?{number})?[ \t]*+\]"
-            rf"|\{{[ \t]*+{word}(?:[ \t]*+,[ \t]*+{word})*+[ \t]*+\}}"
+            rf"|\[[ \t]*+(?:{word}|{decimal})(?:[ \t]*+\+[ \t]*+-?{decimal})?[ \t]*+\]"
+            rf"|\{{(?:[ \t]*+{word}[ \t]*+(?:,(?![ \t]*+\}})|(?=\}})))++\}}"  # a vector: names apart by commas
         )
         self.instruction_line = (
-            rf"(?:@(!?)({word})[ \t]++)?({word})(?:[ \t]++((?:(?:{operand})(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++))?"
-            rf"[ \t]*+;"
+            rf"(?a)(?:@(!?)({word})[ \t]++)?({word})"
+            rf"(?:[ \t]++((?:(?:{operand})(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++))?[ \t]*+;"
             rf"|({word})[ \t]*+:"
             if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
             else None
@@ -282,9 +295,9 @@ class PtxLexer:
         # `.local .align 4 .b8 d[256];`): words apart (only `.align` takes a number), then names with an optional
         # `<count>` and integer dimensions; no initializer (groups: words, declarators). The parser checks that no
         # word is a keyword.
-        declarator = rf"{word}(?:[ \t]*+<[ \t]*+(?:{number})[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{number})?[ \t]*+\])*+"
+        declarator = rf"{word}(?:[ \t]*+<[ \t]*+{decimal}[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{decimal})?[ \t]*+\])*+"
         self.declaration_line = (
-            rf"((?:(?:\.align[ \t]++(?:{number})|{by_name['DOTWORD']})[ \t]++)++)"
+            rf"(?a)((?:(?:\.align[ \t]++{decimal}|{by_name['DOTWORD']})[ \t]++)++)"
             rf"((?:{declarator}(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++)[ \t]*+;"
             if self.instruction_line is not None
             else None
@@ -293,9 +306,9 @@ class PtxLexer:
         # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
         # (Each terminal's pattern once in each pattern: compiling them is start-up time.)
         self.loc_line = (
-            rf"\.loc((?:[ \t]++(?:{number})){{3}})[ \t]*+(?=[\n/])"
+            rf"(?a)\.loc((?:[ \t]++{decimal}){{3}})[ \t]*+(?=[\n/])"
             r"(?=(?:[ \t\r\n]++|//[^\n]*+)*+"
-            r"(?:[A-Za-z_$@{}]|%[A-Za-z0-9_$]|\.(?!(?:section|entry|func)(?![A-Za-z0-9_$:]))[A-Za-z_$]))"
+            r"(?:(?!\d)[\w$@{}]|%[\w$]|\.(?!(?:section|entry|func)(?![\w$:])|\d)[\w$]))"
             if self.instruction_line is not None
             else None
         )
@@ -407,3 +420,25 @@ class PtxLexer:
                     yield token
                     break
         session.prev_line = session.last_line
+
+
+def _longest_first(words: Iterable[str]) -> str:
+    """An alternation that takes the longest of `words` (literals) that a text starts with: one branch per first
+    character (the characters that are words alone and begin no longer one in a class), not one per word, which
+    would compile several times slower."""
+    rests: dict[str, list[str]] = {}
+    for word in words:
+        rests.setdefault(word[0], []).append(word[1:])
+    branches, alone = [], []
+    for first, after in rests.items():
+        longer = [rest for rest in after if rest]
+        if not longer:
+            alone.append(re.escape(first))
+            continue
+        inner = _longest_first(longer)
+        if any(len(rest) > 1 for rest in longer):  # (else a class or one character: `?` applies to all of it)
+            inner = f"(?:{inner})"
+        branches.append(re.escape(first) + inner + ("?" if "" in after else ""))
+    if alone:
+        branches.append(alone[0] if len(alone) == 1 else f"[{''.join(alone)}]")
+    return "|".join(branches)
