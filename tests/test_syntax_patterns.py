@@ -11,7 +11,7 @@ import re
 import pytest
 
 from ptxtool.syntax import tables
-from ptxtool.syntax.lexer import _FLUSH_BODY, _FLUSH_QUICK, _PLAIN_BODY, _longest_first, _word_shaped
+from ptxtool.syntax.lexer import _FLUSH_BODY, _FLUSH_QUICK, _PLAIN_BODY, LexSession, _longest_first, _word_shaped
 from ptxtool.syntax.parser import _parser
 
 # the terminals as they were spelled with ranges only (their meaning under any flags)
@@ -53,23 +53,59 @@ def test_each_terminal_under_the_lexers_reading_takes_what_its_ranges_take(name:
             assert (found and found.span()) == (expected and expected.span()), (name, text, hex(code))
 
 
-def test_the_master_pattern_finds_the_tokens_the_plain_spellings_find() -> None:
-    """The lexer's master pattern against one made the plain way: the terminals' ranges, one branch per punctuation
-    mark (longest first), without re.ASCII."""
+def _plain_lexer_tokens(text: str) -> tuple[list, list, list] | None:
+    """Tokens, errors and comments (lines and columns) as one master pattern made the plain way finds them: every
+    terminal in the grammar's priority order with its ranges, a branch per punctuation mark (longest first), the
+    unterminated string and the bad number in it too, without re.ASCII. None for an unterminated string that goes on
+    past a line end (`"a\\` and a line end), after which the lexer counts lines from the string's end."""
     _, lexer, _, _ = _parser()
-    plain = lexer.master.pattern.replace(f"(?P<PUNCT>{_longest_first(lexer.punctuation)})", "(?P<PUNCT>{punct})")
-    for name, terminal in {t.name: t.pattern for t in tables.load().terminals}.items():
-        if name in _RANGES:
-            assert plain.count(f"(?P<{name}>{terminal})") == 1
-            plain = plain.replace(f"(?P<{name}>{terminal})", f"(?P<{name}>{_RANGES[name]})")
+    terminals = sorted(
+        (-t.priority, n, t.name, _RANGES.get(t.name, t.pattern))
+        for n, t in enumerate(tables.load().terminals)
+        if not t.literal and t.name != "WS"
+    )
+    groups = {name: f"(?P<{name}>{pattern})" for _, _, name, pattern in terminals}
     punct = "|".join(re.escape(p) for p in sorted(lexer.punctuation, key=len, reverse=True))
-    plain = re.compile(plain.replace(r"\d[\w$]*+", "[0-9][0-9A-Za-z_$]*+").replace("{punct}", punct), re.S)
+    first = [groups.pop("WORD"), groups.pop("COMMENT"), r"(?P<OPEN_COMMENT>/\*)", f"(?P<PUNCT>{punct})"]
+    rest = [*groups.values(), r'(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)', r"(?P<BAD>[0-9][0-9A-Za-z_$]*+|[^ \t\f\r\n])"]
+    master = re.compile(rf"[ \t\f\r\n]*+(?:{'|'.join(first + rest)}|\Z)", re.S)
+    tokens, errors, comments = [], [], []
+    for m in master.finditer(text):
+        kind = m.lastgroup
+        if kind is None:
+            break
+        value, start = m[kind], m.start(kind)
+        line, column = text.count("\n", 0, start) + 1, start - text.rfind("\n", 0, start)
+        if kind == "OPEN_STRING" and "\n" in value:
+            return None
+        if kind == "COMMENT":
+            comments.append((line, column))
+        elif kind in ("OPEN_COMMENT", "OPEN_STRING", "BAD") or kind == "STRING" and not value.isascii():
+            errors.append((line, column))
+            if kind == "OPEN_COMMENT":
+                break
+        if kind in ("WORD", "DOTWORD", "PUNCT", "SECTION_DATA", "FLOAT", "INT", "STRING"):
+            kind = lexer.keywords.get(value, lexer.punctuation.get(value, kind))
+            tokens.append((kind, value, line, column))
+    return tokens, errors, comments
+
+
+def test_the_lexer_finds_the_tokens_one_plain_pattern_finds() -> None:
+    """The master pattern in quick-to-compile spellings, with the terminals it leaves to patterns of their own
+    (SECTION_DATA, an unterminated string, a bad number), against one pattern made the plain way."""
+    _, lexer, _, _ = _parser()
     rng = random.Random(32)
-    pieces = [*_PIECES, *lexer.punctuation, '"s"', '"s', "/*", "\\"]
+    pieces = [*_PIECES, *(p for p in lexer.punctuation if p not in "={"), '"s"', '"s', '"s\\"', "/*", "\\"]
+    pieces += [".b8 1", ".b8  1,2", ".b16\t3 ,4", ".b32 1\n, 2", ".b64 1 // c\n,2", ".b8 x", ".b8 1}", ".version 9.0"]
     for _ in range(10_000):
         text = "".join(rng.choice(pieces) + rng.choice(["", "", " ", "\n"]) for _ in range(rng.randrange(1, 12)))
-        ours = [(m.lastgroup, m.span()) for m in lexer.master.finditer(text)]
-        assert ours == [(m.lastgroup, m.span()) for m in plain.finditer(text)], text
+        expected = _plain_lexer_tokens(text)
+        if expected is None:
+            continue
+        session = LexSession()
+        tokens = [(t.type, t.value, t.line, t.column) for t in lexer.tokens(text, session)]
+        found = tokens, [(e.line, e.column) for e in session.errors], [(c.line, c.column) for c in session.comments]
+        assert found == expected, text
 
 
 def test_punctuation_as_branches_per_first_character_takes_the_longest_mark() -> None:
