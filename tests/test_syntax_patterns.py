@@ -97,6 +97,7 @@ def test_the_lexer_finds_the_tokens_one_plain_pattern_finds() -> None:
     rng = random.Random(32)
     pieces = [*_PIECES, *(p for p in lexer.punctuation if p not in "={"), '"s"', '"s', '"s\\"', "/*", "\\"]
     pieces += [".b8 1", ".b8  1,2", ".b16\t3 ,4", ".b32 1\n, 2", ".b64 1 // c\n,2", ".b8 x", ".b8 1}", ".version 9.0"]
+    pieces += [".reg .b32 \t%r<4>;", ".b8" + " \t" * 6 + "7", ".b32" + " " * 12]
     for _ in range(10_000):
         text = "".join(rng.choice(pieces) + rng.choice(["", "", " ", "\n"]) for _ in range(rng.randrange(1, 12)))
         expected = _plain_lexer_tokens(text)

@@ -159,7 +159,7 @@ _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
 _SECTION_DATA_START = r"\.b(?:8|16|32|64)[ \t]++\d"
 _DATA_WORDS = frozenset((".b8", ".b16", ".b32", ".b64"))
 _SPACE_TAB = frozenset(" \t")
-_DIGIT_OR_BLANK = frozenset("0123456789 \t")
+_DIGIT_OR_NONE = frozenset(("", *"0123456789"))  # after a data word's blanks (none: more blanks, or the end)
 
 
 def _bad(kind: str, value: str, start: int) -> str:
@@ -380,7 +380,7 @@ class PtxLexer:
                         section_data
                         and value in _DATA_WORDS
                         and text[last_end : last_end + 1] in _SPACE_TAB
-                        and text[last_end + 1 : last_end + 2] in _DIGIT_OR_BLANK
+                        and text[last_end : last_end + 8].lstrip(" \t")[:1] in _DIGIT_OR_NONE
                         and (data := self._section_data(text, start))
                     ):
                         kind, value, late = "SECTION_DATA", data, True
