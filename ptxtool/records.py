@@ -73,21 +73,38 @@ _RECORDS: dict[type, tuple[tuple[str, object, Field, type], ...]] = {}
 _NOT_FIELDS = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_ONLY")
 
 
-def record(cls: type) -> type:
-    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it."""
-    namespace = dict(cls.__dict__)
-    wanted = _wanted(namespace, cls.__name__)
-    fields: dict[str, tuple[str, object, Field, type]] = {}
-    for base in cls.__mro__[-1:0:-1]:  # as dataclass collects them: the farthest base first
+def record(cls: type | str, bases: tuple[type, ...] | None = None, namespace: dict | None = None, /) -> type:
+    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it. As a metaclass
+    (`class Node(metaclass=record):`) the class is made once, with its slots; as a decorator (`@record`) it is made
+    again from the class's namespace, as dataclass's `slots=True` does."""
+    if bases is None:
+        namespace = dict(cls.__dict__)
+        namespace.pop("__dict__", None)
+        namespace.pop("__weakref__", None)
+        namespace["__qualname__"] = cls.__qualname__
+        return _make(type(cls), cls.__name__, cls.__bases__, namespace, cls.__mro__[1:])
+    if len(bases) > 1:  # the merged order dataclass walks, from a class made only to compute it
+        above = type("_", bases, {}).__mro__[1:]
+    else:
+        above = bases[0].__mro__ if bases else (object,)
+    return _make(type, cls, bases, namespace, above)
+
+
+def _make(kind: type, class_name: str, bases: tuple[type, ...], namespace: dict, above: tuple[type, ...]) -> type:
+    """The record class `class_name` of `namespace` (changed in place), its bases' classes in order `above`."""
+    qualname = namespace.get("__qualname__", class_name)
+    wanted = _wanted(namespace, class_name)
+    fields: dict[str, tuple[str, object, Field, type | None]] = {}
+    for base in reversed(above[:-1]):  # as dataclass collects them: the farthest base first
         if base in _RECORDS:
             fields.update((f[0], f) for f in _RECORDS[base])
         elif "__dataclass_fields__" in base.__dict__:
-            raise TypeError(f"{cls.__qualname__}: a record's dataclass bases must be records, not {base.__qualname__}")
+            raise TypeError(f"{qualname}: a record's dataclass bases must be records, not {base.__qualname__}")
     own = namespace.get("__annotations__", {})
     for name, annotation in own.items():
         spelled = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
         if spelled.startswith(_NOT_FIELDS):
-            raise TypeError(f"{cls.__qualname__}.{name}: records have no {spelled.split('[')[0]} fields")
+            raise TypeError(f"{qualname}.{name}: records have no {spelled.split('[')[0]} fields")
         value = namespace.pop(name, MISSING)
         if isinstance(value, Field):
             options = value
@@ -97,10 +114,10 @@ def record(cls: type) -> type:
             raise ValueError(f"mutable default {type(value)} for field {name} is not allowed: use default_factory")
         else:
             options = Field(value, MISSING, True, True, False)
-        fields[name] = (name, annotation, options, cls)
-    for name, value in namespace.items():
-        if isinstance(value, Field) and name not in own:
-            raise TypeError(f"{name!r} is a field but has no type annotation")
+        fields[name] = (name, annotation, options, None)  # None: this class, not made yet
+    for key, value in namespace.items():
+        if isinstance(value, Field) and key not in own:
+            raise TypeError(f"{key!r} is a field but has no type annotation")
     defaulted = False
     for name, _, options, _ in fields.values():
         if options.kw_only:
@@ -109,17 +126,15 @@ def record(cls: type) -> type:
             defaulted = True
         elif defaulted:
             raise TypeError(f"non-default argument {name!r} follows default argument")
-    inherited = set()
-    for base in cls.__mro__[1:-1]:
+    inherited: set[str] = set()
+    for base in above[:-1]:
         slots = base.__dict__.get("__slots__", ())
         inherited.update((slots,) if isinstance(slots, str) else slots)
-    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
+    namespace["__slots__"] = tuple(f for f in fields if f not in inherited)
     for name in fields:  # an inherited field's default, as dataclass's slots=True leaves none on the class
         namespace.pop(name, None)
-    namespace.pop("__dict__", None)
-    namespace.pop("__weakref__", None)
     if "__match_args__" not in namespace:
-        namespace["__match_args__"] = tuple(name for name, _, options, _ in fields.values() if not options.kw_only)
+        namespace["__match_args__"] = tuple(f for f, _, options, _ in fields.values() if not options.kw_only)
     namespace["__dataclass_fields__"] = _Lazy(_dataclass_fields)
     namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
     if not namespace.get("__doc__"):
@@ -128,13 +143,10 @@ def record(cls: type) -> type:
     for method in wanted:  # in the class as it is made: setting a method on a class later costs more
         if method != "__init__":
             function = namespace[method] = methods[method]
-            function.__qualname__ = f"{cls.__qualname__}.{method}"
-    made = type(cls)(cls.__name__, cls.__bases__, namespace)
-    made.__qualname__ = cls.__qualname__
+            function.__qualname__ = f"{qualname}.{method}"
+    made = kind(class_name, bases, namespace)
     bind(made)
-    _RECORDS[made] = tuple(
-        (name, a, options, made if origin is cls else origin) for name, a, options, origin in fields.values()
-    )
+    _RECORDS[made] = tuple((f, a, options, origin or made) for f, a, options, origin in fields.values())
     return made
 
 

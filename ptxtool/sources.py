@@ -23,8 +23,7 @@ _BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), f
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
-@record
-class Source:
+class Source(metaclass=record):
     """An input file's name (`<stdin>` for `-`) and its text; a binary input (a .cubin) has its bytes instead."""
 
     path: str
@@ -41,8 +40,7 @@ class Source:
         return self.path.endswith(CUDA_SUFFIXES)
 
 
-@record
-class Unreadable:
+class Unreadable(metaclass=record):
     """An input that could not be read, and why: the services report it in input order beside the others."""
 
     path: str

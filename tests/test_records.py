@@ -48,7 +48,9 @@ def _twin(name: str) -> types.ModuleType:
     if name in _TWINS:
         return _TWINS[name]
     fake = types.ModuleType("ptxtool.records")
-    fake.record = dataclasses.dataclass(frozen=True, slots=True)
+    frozen = dataclasses.dataclass(frozen=True, slots=True)
+    # `@record` and `metaclass=record` alike: the dataclass of the class body
+    fake.record = lambda cls, *made: frozen(type(cls, *made) if made else cls)
     fake.finish = lambda classes: None
     fake.field = dataclasses.field
     fake.replace = dataclasses.replace
