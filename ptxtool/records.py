@@ -19,12 +19,11 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import zlib
 from _thread import get_ident
 from operator import attrgetter
 from types import CodeType
 
-from ptxtool.cache import cache_directory
+from ptxtool.cache import cache_directory, checksum
 
 TYPE_CHECKING = False  # typing's own constant costs the import of typing (4 ms); type checkers read this one too
 if TYPE_CHECKING:
@@ -399,7 +398,7 @@ class _Cache:
         directory, why = cache_directory()
         if directory is not None and why is None:
             package = os.path.dirname(os.path.abspath(__file__))
-            name = f"records-{zlib.crc32(package.encode()):08x}-{sys.implementation.cache_tag}.marshal"
+            name = f"records-{checksum(package)}-{sys.implementation.cache_tag}.marshal"
             self.path = os.path.join(directory, name)
         self.entries = {}
         if self.path is not None:
