@@ -118,27 +118,37 @@ def _make(kind: type, class_name: str, bases: tuple[type, ...], namespace: dict,
         if isinstance(value, Field) and key not in own:
             raise TypeError(f"{key!r} is a field but has no type annotation")
     defaulted = False
+    names, compared, shown, positional = [], [], [], []  # one pass over the fields for every list the class needs
     for name, _, options, _ in fields.values():
+        names.append(name)
+        if options.compare:
+            compared.append(name)
+        if options.repr:
+            shown.append(name)
         if options.kw_only:
             continue
+        positional.append(name)
         if options.default is not MISSING or options.default_factory is not MISSING:
             defaulted = True
         elif defaulted:
             raise TypeError(f"non-default argument {name!r} follows default argument")
-    inherited: set[str] = set()
-    for base in above[:-1]:
-        slots = base.__dict__.get("__slots__", ())
-        inherited.update((slots,) if isinstance(slots, str) else slots)
-    namespace["__slots__"] = tuple(f for f in fields if f not in inherited)
-    for name in fields:  # an inherited field's default, as dataclass's slots=True leaves none on the class
-        namespace.pop(name, None)
+    if len(above) > 1:  # fields inherited from a record base: their slots are the base's
+        inherited: set[str] = set()
+        for base in above[:-1]:
+            slots = base.__dict__.get("__slots__", ())
+            inherited.update((slots,) if isinstance(slots, str) else slots)
+        namespace["__slots__"] = tuple([name for name in names if name not in inherited])
+        for name in names:  # an inherited field's default, as dataclass's slots=True leaves none on the class
+            namespace.pop(name, None)
+    else:
+        namespace["__slots__"] = tuple(names)
     if "__match_args__" not in namespace:
-        namespace["__match_args__"] = tuple(f for f, _, options, _ in fields.values() if not options.kw_only)
+        namespace["__match_args__"] = tuple(positional)
     namespace["__dataclass_fields__"] = _Lazy(_dataclass_fields)
     namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
     if not namespace.get("__doc__"):
         namespace["__doc__"] = _Lazy(_signature_doc)
-    methods, bind = _methods(tuple(fields.values()))
+    methods, bind = _methods(tuple(names), tuple(compared), tuple(shown))
     for method in wanted:  # in the class as it is made: setting a method on a class later costs more
         if method != "__init__":
             function = namespace[method] = methods[method]
@@ -306,14 +316,15 @@ def _frozen(message: str) -> Exception:
     return FrozenInstanceError(message)
 
 
-def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[str, Any], Any]:
+def _methods(
+    names: tuple[str, ...], compared_names: tuple[str, ...], shown: tuple[str, ...]
+) -> tuple[dict[str, Any], Any]:
     """The methods besides `__init__` that `@dataclass(frozen=True, slots=True)` writes, as closures over the
-    class's fields: they run as fast as compiled ones (the values are fetched in C), and cost no compiling. The
-    function returned with them binds them to the class, once it is made."""
+    class's fields (all `names`, those `compared` and those `shown` by repr): they run as fast as compiled ones (the
+    values are fetched in C), and cost no compiling. The function returned with them binds them to the class, once
+    it is made."""
     cls = None
-    names = tuple(f[0] for f in fields)
-    every, compared = _values(names), _values(tuple(f[0] for f in fields if f[2].compare))
-    shown = tuple(f[0] for f in fields if f[2].repr)
+    every, compared = _values(names), _values(compared_names)
     running: set[tuple[int, int]] = set()
 
     def __repr__(self: Any) -> str:
