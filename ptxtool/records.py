@@ -1,17 +1,19 @@
 """Frozen slotted dataclasses made without importing `dataclasses`: the syntax tree's, and those every run imports.
 
 `@dataclass(frozen=True, slots=True)` imports `dataclasses` (and with it `inspect`, `ast`, `dis`, `tokenize`: 15 ms,
-more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `@record` makes the
-same class: its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
-reads them, and the methods `frozen=True, slots=True` writes (`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__`
-and `__delattr__`, `__getstate__`/`__setstate__`) as closures over the fields' names; `finish(classes)` then gives
-them the `__init__`s, compiled as one source (a node's is called millions of times, and must have the signature
-dataclass writes). Compiling costs as much as the exec calls did, so the code is kept in the cache directory (with its
-source and the Python it was compiled by, both checked on load), as Python keeps a module's bytecode. What
-`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read (`__dataclass_fields__`, `__dataclass_params__`),
-and the docstring dataclass writes from the signature, are made on first access: only code that asks for them
-imports `dataclasses`. A record's frozen-field error is `dataclasses.FrozenInstanceError`, imported when raised.
-tests/test_records.py compares every record class with the dataclass made of the same class body.
+more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `record` makes the same
+class, as the metaclass (`class Node(metaclass=record):`, the class made once) or as a decorator (`@record`, the class
+made again from its namespace, as dataclass's `slots=True` does): its `__slots__` and `__match_args__` from the
+annotations, defaults and `field()` options as dataclass reads them, and the methods `frozen=True, slots=True` writes
+(`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__` and `__delattr__`, `__getstate__`/`__setstate__`) as closures
+over the fields' names; `finish(classes)` then gives them the `__init__`s, compiled as one source (a node's is called
+millions of times, and must have the signature dataclass writes). Compiling costs as much as the exec calls did, so the
+code is kept in the cache directory (with its source and the Python it was compiled by, both checked on load), as Python
+keeps a module's bytecode. What `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read
+(`__dataclass_fields__`, `__dataclass_params__`), and the docstring dataclass writes from the signature, are made on
+first access: only code that asks for them imports `dataclasses`. A record's frozen-field error is
+`dataclasses.FrozenInstanceError`, imported when raised. tests/test_records.py compares every record class with the
+dataclass made of the same class body.
 """
 
 from __future__ import annotations
