@@ -102,7 +102,7 @@ def read_source(path: str) -> Source:
             raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
     if len(data) > MAX_BYTES:
         raise InputError.at(name, f"larger than {MAX_BYTES >> 20} MiB: ptxtool reads PTX files up to that size")
-    if not data.strip():
+    if not data or data.isspace():  # (strip() would copy the whole file to learn this)
         raise InputError.at(name, "empty file: there is no PTX in it")
     if data.startswith(_BINARY_MAGIC) or b"\0" in data[:64]:
         raise InputError.at(name, "binary file, not PTX text (a cubin or object file? give the .ptx it came from)")
