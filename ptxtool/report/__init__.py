@@ -29,7 +29,11 @@ def _sarif(result: Result) -> dict:
 def _fmt_silent(result: Any) -> bool:
     """fmt's text writes nothing: no error, one file written to `-o` (no --check, --diff or --in-place summary)."""
     o = result.options
-    return bool(o.output) and not (result.errors or o.check or o.diff or o.in_place) and len(result.files) == 1
+    return (
+        bool(o.output)
+        and not (result.errors or result.failed or o.check or o.diff or o.in_place)
+        and len(result.files) == 1
+    )
 
 
 # Results whose text form is empty, by type: `emit` renders none of them, so a run that succeeds quietly (`fmt FILE
