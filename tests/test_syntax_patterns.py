@@ -91,8 +91,8 @@ def _plain_lexer_tokens(text: str) -> tuple[list, list, list] | None:
 
 
 def test_the_lexer_finds_the_tokens_one_plain_pattern_finds() -> None:
-    """The master pattern in quick-to-compile spellings, with the terminals it leaves to patterns of their own
-    (SECTION_DATA, an unterminated string, a bad number), against one pattern made the plain way."""
+    """The master pattern in quick-to-compile spellings, with the tokens it leaves to a pattern of their own (an
+    unterminated string, a bad number), against one pattern made the plain way."""
     _, lexer, _, _ = _parser()
     rng = random.Random(32)
     pieces = [*_PIECES, *(p for p in lexer.punctuation if p not in "={"), '"s"', '"s', '"s\\"', "/*", "\\"]

@@ -156,11 +156,7 @@ def decimal_list(text: str, at: int) -> tuple[int, str] | None:
 
 
 _BLANKS = {"\v": "a vertical tab", "\xa0": "a no-break space"}
-# where SECTION_DATA can start (its pattern must begin so): a data word, blanks, a digit
-_SECTION_DATA_START = r"\.b(?:8|16|32|64)[ \t]++\d"
-_DATA_WORDS = frozenset((".b8", ".b16", ".b32", ".b64"))
-_SPACE_TAB = frozenset(" \t")
-_DIGIT_OR_NONE = frozenset(("", *"0123456789"))  # after a data word's blanks (none: more blanks, or the end)
+_LATE_STARTS = frozenset('"0123456789')  # where the master pattern's catch-all leaves the rest to `late`
 
 
 def _bad(kind: str, value: str, start: int) -> str:
@@ -262,18 +258,12 @@ class PtxLexer:
         alternatives["OPEN_COMMENT"] = r"(?P<OPEN_COMMENT>/\*)"  # a block comment that never ends
         alternatives["PUNCT"] = f"(?P<PUNCT>{_longest_first(self.punctuation)})"
         alternatives["BAD"] = r"(?P<BAD>[^ \t\f\r\n])"  # anything else: one character (see `late` below)
-        # Terminals that compilers' files seldom need are left out of the master pattern and matched where they could
-        # start, by patterns compiled on first use (compiling is start-up time of every run): SECTION_DATA where a
-        # DOTWORD `.b8` to `.b64` is followed by blanks and a digit (it can match nowhere else: no earlier
-        # alternative takes a `.`, and there DOTWORD takes the word alone), and, where the catch-all took a first
-        # character, a string that never ends (to its line's end) or a number glued to letters (`12ab`: one bad
-        # token, so that no scan over its digits is repeated per digit), in the master pattern's order.
-        self.section_data = None
-        if by_name.get("SECTION_DATA", "").replace("\t", r"\t").startswith(_SECTION_DATA_START):  # (Lark: a tab)
-            self.section_data = "(?as)" + by_name["SECTION_DATA"]
-            del alternatives["SECTION_DATA"]
+        # Tokens only broken files have are left out of the master pattern and matched where the catch-all took their
+        # first character, by a pattern compiled on first use (compiling is start-up time of every run): a string
+        # that never ends (to its line's end) or a number glued to letters (`12ab`: one bad token, so that no scan
+        # over its digits is repeated per digit), in the master pattern's order. (SECTION_DATA so would cost a
+        # second match and a new scan per token: 4 µs a line in a section body with comments, as LLVM writes them.)
         self.late = r"""(?as)(?P<OPEN_STRING>"(?:[^"\\\n]++|\\.)*+)|(?P<BAD>\d[\w$]*+|[^ \t\f\r\n])"""
-        self.section_data_match: Callable[[str, int], re.Match | None] | None = None
         self.late_match: Callable[[str, int], re.Match | None] | None = None
         # Alternatives are tried in order, so the most frequent go first where no earlier one can match the same
         # text: nothing else starts like a WORD (a letter, `_`, `$`, `%` and a name character) but `%` in PUNCT and
@@ -328,13 +318,6 @@ class PtxLexer:
             else None
         )
 
-    def _section_data(self, text: str, at: int) -> str | None:
-        """The SECTION_DATA token at `at` (a data word followed by blanks and a digit), if any."""
-        if self.section_data_match is None:
-            self.section_data_match = re.compile(self.section_data).match
-        found = self.section_data_match(text, at)
-        return found[0] if found else None
-
     def _late(self, text: str, at: int) -> tuple[str, str]:
         """What the master pattern's catch-all took the first character of: a string that never ends, or a bad token."""
         if self.late_match is None:
@@ -359,8 +342,6 @@ class PtxLexer:
         body_after_comments = False
         previous = ""
         position = 0
-        section_data = self.section_data is not None
-        late = False  # the token was taken by a pattern of its own (the master pattern's match was shorter)
         while position is not None:
             matches, position = self.master.finditer(text, position), None
             for m in matches:
@@ -377,15 +358,6 @@ class PtxLexer:
                 last_end = start + len(value)
                 if kind == "WORD" or kind == "DOTWORD":
                     kind = keywords.get(value, kind)
-                    if (
-                        section_data
-                        and value in _DATA_WORDS
-                        and text[last_end : last_end + 1] in _SPACE_TAB
-                        and text[last_end : last_end + 8].lstrip(" \t")[:1] in _DIGIT_OR_NONE
-                        and (data := self._section_data(text, start))
-                    ):
-                        kind, value, late = "SECTION_DATA", data, True
-                        last_end = start + len(value)
                 elif kind == "PUNCT":
                     kind = punctuation[value]
                     if kind == "EQUAL" and (span := data_list(text, last_end)):
@@ -404,8 +376,9 @@ class PtxLexer:
                     errors.append(LexError(line, start - line_start + 1, "unterminated block comment"))
                     break
                 elif kind == "BAD":
-                    kind, value = self._late(text, start)
-                    last_end = start + len(value)
+                    if value in _LATE_STARTS:  # maybe a longer token: an unterminated string, a bad number
+                        kind, value = self._late(text, start)
+                        last_end = start + len(value)
                     errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                     if len(value) > 1:
                         position = last_end
@@ -440,13 +413,8 @@ class PtxLexer:
                             line += newlines
                             line_start = rfind("\n", last_end, position) + 1
                         last_end = position
-                        session.resume_at, previous, late = 0, "SEMICOLON", False
+                        session.resume_at, previous = 0, "SEMICOLON"
                         break
-                    if late:  # lexing goes on after the token (unless a section body's brace follows: below)
-                        late = False
-                        if position is None:
-                            position = last_end
-                            break
                 if position is not None:
                     brace = text.index("{", last_end)
                     newlines = count("\n", last_end, brace)
