@@ -3,11 +3,14 @@ Lark, and a missing or damaged cache file is rebuilt."""
 
 from __future__ import annotations
 
+import marshal
 import subprocess
 import sys
 from pathlib import Path
 
-from ptxtool.syntax import tables
+import pytest
+
+from ptxtool.syntax import format_module, parse, tables
 
 PROBE = (
     "import sys; from ptxtool.syntax import parse, format_module; "
@@ -40,3 +43,58 @@ def test_the_cached_tables_are_the_compiled_ones(tmp_path: Path, monkeypatch) ->
     finally:
         tables.load.cache_clear()
     assert first is not second and first == second  # compiled, then read back from the file
+
+
+def test_a_cache_file_of_another_shape_is_rebuilt(tmp_path: Path) -> None:
+    """Valid marshal data under the right name but in an older layout (rows as plain dicts) is not trusted."""
+    run_probe(tmp_path)
+    (cached,) = (tmp_path / "ptxtool").glob("tables-*.marshal")
+    key, data = marshal.loads(cached.read_bytes())
+    cached.write_bytes(marshal.dumps((key, ({0: {"WORD": 1}}, *data[1:6]))))
+    assert run_probe(tmp_path).strip() == "True"
+    assert run_probe(tmp_path).strip() == "False"
+
+
+def test_without_a_home_or_with_a_read_only_one_the_tables_still_load(tmp_path: Path) -> None:
+    """No cache directory: compiled each run; a cache directory that cannot be written: compiled, not cached."""
+    probe = PROBE.replace("print('lark' in sys.modules)", "print(format_module(m), end='')")
+    expected = format_module(parse(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n"))
+    base = {"PATH": "/usr/bin:/bin"}
+    for env in ({**base, "HOME": str(tmp_path / "missing")}, {**base, "PTXTOOL_CACHE_DIR": "off"}):
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+        assert done.stdout == expected and not done.stderr
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o555)
+    env = {**base, "PTXTOOL_CACHE_DIR": str(read_only / "ptxtool")}
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    finally:
+        read_only.chmod(0o755)
+    assert done.stdout == expected and not done.stderr
+
+
+def test_packed_rows_unpack_to_the_rows_they_were_packed_from() -> None:
+    states = {0: {"WORD": 1, "statement": 2}, 1: {"SEMICOLON": (2, 5, "statement"), "$END": (2, 5, "statement")}, 2: {}}
+    rows = tables._pack(states)
+    assert not rows  # nothing unpacked yet
+    assert rows[1] == states[1] and rows[1]["SEMICOLON"] is rows[1]["$END"]  # one shared reduction
+    assert rows[0] == states[0] and rows[2] == {}
+    with pytest.raises(KeyError):
+        rows[3]
+    with pytest.raises(KeyError):
+        rows[-1]
+    assert rows == tables._pack(states)  # equal as whole tables, whichever rows are unpacked
+
+
+def test_every_state_of_the_real_table_unpacks_and_statement_starts_are_its_states() -> None:
+    grammar = tables.load()
+    rows = grammar.states
+    assert len(rows.packed) > 100 and grammar.start_state < len(rows.packed)
+    unpacked = [rows[state] for state in range(len(rows.packed))]
+    starts = {s for s, row in enumerate(unpacked) if "statement" in row or "module_item" in row}
+    assert starts == grammar.statement_starts and starts
+    for row in unpacked:
+        for action in row.values():
+            assert (
+                action.__class__ is int and 0 <= action < len(rows.packed) or grammar.rule(action[1]).size == action[0]
+            )

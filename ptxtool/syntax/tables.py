@@ -3,13 +3,15 @@ that a run loads them with marshal (no import of Lark, pickle or hashlib: start-
 command).
 
 The cache file holds the grammar's text and this module's beside the tables, and is used only when both match; a
-missing, stale or unreadable one is rebuilt and rewritten.
+missing, stale or unreadable one is rebuilt and rewritten. Each state's row is packed into a few bytes and unpacked
+on first use (`Rows`): a file visits a quarter of the states, and unpacking all 630 rows was most of the load time.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
+import sys
 import zlib
 from functools import cache
 
@@ -44,14 +46,48 @@ class Terminal:
     literal: bool
 
 
+class Rows(dict):
+    """State -> its row (terminal or rule name -> Action), each unpacked from `packed` when the parser first enters
+    the state: a row is the symbols' indices, then the actions' indices, as native 16-bit numbers."""
+
+    __slots__ = ("packed", "symbols", "actions")
+
+    def __init__(self, packed: tuple[bytes, ...], symbols: tuple[str, ...], actions: tuple[Action, ...]) -> None:
+        super().__init__()
+        self.packed, self.symbols, self.actions = packed, symbols, actions
+
+    def __missing__(self, state: int) -> dict[str, Action]:
+        if state.__class__ is not int or not 0 <= state < len(self.packed):
+            raise KeyError(state)
+        codes = memoryview(self.packed[state]).cast("H")
+        half = len(codes) // 2
+        symbols, actions = map(self.symbols.__getitem__, codes[:half]), map(self.actions.__getitem__, codes[half:])
+        row = self[state] = dict(zip(symbols, actions, strict=True))
+        return row
+
+    def __eq__(self, other: object) -> bool:  # the whole table, not the rows unpacked so far
+        return isinstance(other, Rows) and (self.packed, self.symbols, self.actions) == (
+            other.packed,
+            other.symbols,
+            other.actions,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @record
 class Tables:
-    states: dict[int, dict[str, Action]]
+    states: Rows
     start_state: int
     end_state: int
-    rules: tuple[Rule, ...]
+    rules: tuple[tuple[str, int, tuple[tuple[int, bool], ...], bool, bool], ...]  # each a Rule's fields: `rule(n)`
     terminals: tuple[Terminal, ...]  # in the grammar's order
     ignore: frozenset[str]
+    statement_starts: frozenset[int]  # states where a statement or module item may begin
+
+    def rule(self, index: int) -> Rule:
+        """Rule `index`, made when it is first reduced (a file reduces a fraction of the grammar's rules)."""
+        return Rule(*self.rules[index])
 
 
 finish((Rule, Terminal, Tables))
@@ -83,20 +119,10 @@ def _compile(text: str) -> Tables:
         )
         name = str(rule.alias or rule.origin.name)
         expand1 = bool(rule.options.expand1) and not rule.alias
-        rules.append(Rule(name, len(rule.expansion), keep, expand1, name.startswith("_")))
-    # each symbol and each reduction one shared object: marshal writes the repeats as references, which halves the
-    # cache file and the time a run takes to load it
-    shared: dict[object, object] = {}
-
-    def one(value: object) -> object:
-        return shared.setdefault(value, value)
-
-    def name(rule) -> str:
-        return one(str(rule.origin.name))
-
+        rules.append((name, len(rule.expansion), keep, expand1, name.startswith("_")))
     states = {
         state: {
-            one(str(symbol)): arg if action is Shift else one((len(arg.expansion), index[arg], name(arg)))
+            str(symbol): arg if action is Shift else (len(arg.expansion), index[arg], str(arg.origin.name))
             for symbol, (action, arg) in row.items()
         }
         for state, row in table.states.items()
@@ -111,32 +137,65 @@ def _compile(text: str) -> Tables:
         for t in lark.lexer_conf.terminals
     )
     return Tables(
-        states,
+        _pack(states),
         table.start_states["start"],
         table.end_states["start"],
         tuple(rules),
         terminals,
         frozenset(lark.lexer_conf.ignore),
+        frozenset(state for state, row in states.items() if "statement" in row or "module_item" in row),
     )
 
 
+def _pack(states: dict[int, dict[str, Action]]) -> Rows:
+    """The rows as `Rows` unpacks them: each symbol and each action numbered once (shifts are their own numbers)."""
+    symbols = sorted({symbol for row in states.values() for symbol in row})
+    reductions = sorted({a for row in states.values() for a in row.values() if a.__class__ is not int})
+    actions = (*range(len(states)), *reductions)
+    if sorted(states) != list(range(len(states))) or len(actions) > 0xFFFF:
+        raise ValueError("the LALR table does not fit the packed form")  # (Lark numbers states from 0)
+    symbol_code = {symbol: n for n, symbol in enumerate(symbols)}
+    action_code = {action: n for n, action in enumerate(actions)}
+
+    def packed(row: dict[str, Action]) -> bytes:
+        codes = [*(symbol_code[s] for s in row), *(action_code[a] for a in row.values())]
+        return b"".join(c.to_bytes(2, sys.byteorder) for c in codes)
+
+    return Rows(tuple(packed(states[state]) for state in range(len(states))), tuple(symbols), actions)
+
+
 def _cache_file(key: str) -> str | None:
-    """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
-    off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
+    """Named by a checksum of the grammar, of this file (the shape of what is cached) and of the byte order (of the
+    packed rows). None: no cache (turned off, or no home): the tables are compiled each run, silently (toolchain
+    warns about the cache)."""
     directory, why = cache_directory()
     return os.path.join(directory, f"tables-{zlib.crc32(key.encode()):08x}.marshal") if directory and not why else None
 
 
 def _to_data(tables: Tables) -> tuple:
-    rules = tuple((r.name, r.size, r.keep, r.expand1, r.spliced) for r in tables.rules)
+    rows = tables.states
     terminals = tuple((t.name, t.priority, t.pattern, t.literal) for t in tables.terminals)
-    return tables.states, tables.start_state, tables.end_state, rules, terminals, tables.ignore
+    return (
+        (rows.packed, rows.symbols, rows.actions),
+        tables.start_state,
+        tables.end_state,
+        tables.rules,
+        terminals,
+        tables.ignore,
+        tables.statement_starts,
+    )
 
 
 def _from_data(data: tuple) -> Tables:
-    states, start, end, rules, terminals, ignore = data
+    (packed, symbols, actions), start, end, rules, terminals, ignore, starts = data
     return Tables(
-        states, start, end, tuple(Rule(*r) for r in rules), tuple(Terminal(*t) for t in terminals), frozenset(ignore)
+        Rows(packed, symbols, actions),
+        start,
+        end,
+        rules,
+        tuple(Terminal(*t) for t in terminals),
+        frozenset(ignore),
+        frozenset(starts),
     )
 
 
@@ -145,7 +204,7 @@ def load() -> Tables:
     """The tables: from the cache file when it was made from this grammar and this file, else compiled now and cached
     for next time."""
     text = grammar_text()
-    key = text + "\0" + _read(__file__)
+    key = text + "\0" + _read(__file__) + "\0" + sys.byteorder
     path = _cache_file(key)
     if path is None:
         return _compile(text)
