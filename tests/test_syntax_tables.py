@@ -56,20 +56,17 @@ def test_a_cache_file_of_another_shape_is_rebuilt(tmp_path: Path) -> None:
 
 
 def test_without_a_home_or_with_a_read_only_one_the_tables_still_load(tmp_path: Path) -> None:
-    """No cache directory: compiled each run; a cache directory that cannot be written: compiled, not cached."""
+    """No cache directory: compiled each run; one that cannot be written (a read-only home): compiled, not cached."""
     probe = PROBE.replace("print('lark' in sys.modules)", "print(format_module(m), end='')")
     expected = format_module(parse(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n"))
     base = {"PATH": "/usr/bin:/bin"}
     for env in ({**base, "HOME": str(tmp_path / "missing")}, {**base, "PTXTOOL_CACHE_DIR": "off"}):
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
         assert done.stdout == expected and not done.stderr
-    read_only = tmp_path / "ro"
-    read_only.mkdir(mode=0o555)
-    env = {**base, "PTXTOOL_CACHE_DIR": str(read_only / "ptxtool")}
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
-    finally:
-        read_only.chmod(0o755)
+    blocked = tmp_path / "a-file"  # a cache directory under a file: no write succeeds there, even as root
+    blocked.write_text("")
+    env = {**base, "PTXTOOL_CACHE_DIR": str(blocked / "ptxtool")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
     assert done.stdout == expected and not done.stderr
 
 
