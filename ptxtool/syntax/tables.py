@@ -3,8 +3,8 @@ that a run loads them with marshal (no import of Lark, pickle or hashlib: start-
 command).
 
 The cache file holds the grammar's text and this module's beside the tables, and is used only when both match; a
-missing, stale or unreadable one is rebuilt and rewritten. Each state's row is packed into a few bytes and unpacked
-on first use (`Rows`): a file visits a quarter of the states, and unpacking all 630 rows was most of the load time.
+missing, stale or unreadable one is rebuilt and rewritten. Each state's row is marshalled on its own and unpacked on
+first use (`Rows`): a file visits a quarter of the states, and unpacking all 630 rows was most of the load time.
 """
 
 from __future__ import annotations
@@ -47,30 +47,23 @@ class Terminal:
 
 
 class Rows(dict):
-    """State -> its row (terminal or rule name -> Action), each unpacked from `packed` when the parser first enters
-    the state: a row is the symbols' indices, then the actions' indices, as native 16-bit numbers."""
+    """State -> its row (terminal or rule name -> Action), each unpacked from its own marshal bytes in `packed` when
+    the parser first enters the state."""
 
-    __slots__ = ("packed", "symbols", "actions")
+    __slots__ = ("packed",)
 
-    def __init__(self, packed: tuple[bytes, ...], symbols: tuple[str, ...], actions: tuple[Action, ...]) -> None:
+    def __init__(self, packed: tuple[bytes, ...]) -> None:
         super().__init__()
-        self.packed, self.symbols, self.actions = packed, symbols, actions
+        self.packed = packed
 
     def __missing__(self, state: int) -> dict[str, Action]:
         if state.__class__ is not int or not 0 <= state < len(self.packed):
             raise KeyError(state)
-        codes = memoryview(self.packed[state]).cast("H")
-        half = len(codes) // 2
-        symbols, actions = map(self.symbols.__getitem__, codes[:half]), map(self.actions.__getitem__, codes[half:])
-        row = self[state] = dict(zip(symbols, actions, strict=True))
+        row = self[state] = marshal.loads(self.packed[state])
         return row
 
     def __eq__(self, other: object) -> bool:  # the whole table, not the rows unpacked so far
-        return isinstance(other, Rows) and (self.packed, self.symbols, self.actions) == (
-            other.packed,
-            other.symbols,
-            other.actions,
-        )
+        return isinstance(other, Rows) and self.packed == other.packed
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -148,26 +141,22 @@ def _compile(text: str) -> Tables:
 
 
 def _pack(states: dict[int, dict[str, Action]]) -> Rows:
-    """The rows as `Rows` unpacks them: each symbol and each action numbered once (shifts are their own numbers)."""
-    symbols = sorted({symbol for row in states.values() for symbol in row})
-    reductions = sorted({a for row in states.values() for a in row.values() if a.__class__ is not int})
-    actions = (*range(len(states)), *reductions)
-    if sorted(states) != list(range(len(states))) or len(actions) > 0xFFFF:
-        raise ValueError("the LALR table does not fit the packed form")  # (Lark numbers states from 0)
-    symbol_code = {symbol: n for n, symbol in enumerate(symbols)}
-    action_code = {action: n for n, action in enumerate(actions)}
+    """The rows as `Rows` unpacks them. Names are interned, which marshal keeps: every row unpacked shares them (and
+    the lexer's token kinds), so a lookup compares pointers."""
+    if sorted(states) != list(range(len(states))):
+        raise ValueError("the LALR states are not numbered from 0")  # (Lark numbers them so)
 
     def packed(row: dict[str, Action]) -> bytes:
-        codes = [*(symbol_code[s] for s in row), *(action_code[a] for a in row.values())]
-        return b"".join(c.to_bytes(2, sys.byteorder) for c in codes)
+        return marshal.dumps(
+            {sys.intern(s): a if a.__class__ is int else (a[0], a[1], sys.intern(a[2])) for s, a in row.items()}
+        )
 
-    return Rows(tuple(packed(states[state]) for state in range(len(states))), tuple(symbols), actions)
+    return Rows(tuple(packed(states[state]) for state in range(len(states))))
 
 
 def _cache_file(key: str) -> str | None:
-    """Named by a checksum of the grammar, of this file (the shape of what is cached) and of the byte order (of the
-    packed rows). None: no cache (turned off, or no home): the tables are compiled each run, silently (toolchain
-    warns about the cache)."""
+    """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
+    off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
     directory, why = cache_directory()
     return os.path.join(directory, f"tables-{zlib.crc32(key.encode()):08x}.marshal") if directory and not why else None
 
@@ -176,7 +165,7 @@ def _to_data(tables: Tables) -> tuple:
     rows = tables.states
     terminals = tuple((t.name, t.priority, t.pattern, t.literal) for t in tables.terminals)
     return (
-        (rows.packed, rows.symbols, rows.actions),
+        rows.packed,
         tables.start_state,
         tables.end_state,
         tables.rules,
@@ -187,9 +176,9 @@ def _to_data(tables: Tables) -> tuple:
 
 
 def _from_data(data: tuple) -> Tables:
-    (packed, symbols, actions), start, end, rules, terminals, ignore, starts = data
+    packed, start, end, rules, terminals, ignore, starts = data
     return Tables(
-        Rows(packed, symbols, actions),
+        Rows(packed),
         start,
         end,
         rules,
@@ -204,7 +193,7 @@ def load() -> Tables:
     """The tables: from the cache file when it was made from this grammar and this file, else compiled now and cached
     for next time."""
     text = grammar_text()
-    key = text + "\0" + _read(__file__) + "\0" + sys.byteorder
+    key = text + "\0" + _read(__file__)
     path = _cache_file(key)
     if path is None:
         return _compile(text)
