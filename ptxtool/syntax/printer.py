@@ -317,8 +317,10 @@ class _Writer:
                 if previous is ast.Declaration and kind is not ast.Declaration:
                     append("")
                 previous = kind
-                if kind is ast.Instruction and not s.leading and not s.trailing:
+                if kind is ast.Instruction and not s.leading and not s.trailing:  # most lines: no comment
                     append(inner + _instruction(s))
+                elif kind is ast.Label and not s.leading and not s.trailing:
+                    append(outer + s.name + ":")
                 elif kind is ast.Data:
                     self.data(s, outer, inner)
                 elif kind is ast.Block:
