@@ -93,14 +93,13 @@ def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Bl
         statements = block.statements
         index = positions[-1]
         if index < len(statements):
-            # the statements (and nested blocks) that end before the next comment's line take none: passed at once
-            untouched = bisect_left(statements, cursor.line, index, key=_END_LINE)
-            if untouched > index:
+            s = statements[index]
+            if s.end_line < cursor.line:  # it and the statements (or blocks) after it that end before the next
+                untouched = bisect_left(statements, cursor.line, index + 1, key=_END_LINE)  # comment take none
                 done.extend(statements[index:untouched])
                 positions[-1] = untouched
                 continue
             positions[-1] = index + 1
-            s = statements[index]
             if type(s) is ast.Block:
                 frames.append((s, cursor.before(s.line, s.column), []))
                 positions.append(0)

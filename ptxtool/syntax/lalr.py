@@ -39,7 +39,7 @@ class _Splice(list):
 
 def _method(rule: Rule, nodes: object) -> Callable[..., object] | None:
     """What makes a rule's node: `_Splice` for a `__` helper rule, the method named after the alias or rule, None
-    for a `?rule` without one (it passes its child on; `_Builders` refused any other rule `nodes` lacks)."""
+    for a `?rule` without one (it passes its child on; `_builders` refused any other rule `nodes` lacks)."""
     return _Splice if rule.spliced else getattr(nodes, rule.name, None)
 
 
@@ -75,25 +75,30 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     return lambda children: method(*[children[i] for i in positions])
 
 
-class _Builders(dict):
-    """Rule index -> its node builder, made when the rule is first reduced (a file reduces a fraction of the
-    grammar's rules, and making all of them was a millisecond of every run). None for a `?rule` reduced from its one
-    child (`?atom` -> `?unary` -> ... -> `?expression` for each literal): the value stays, only the state changes."""
+def _builders(tables: Tables, nodes: object) -> list[Callable[[list], object] | None]:
+    """Each rule's node builder, in a list (the loop indexes it at every reduction), made at the rule's first
+    reduction: a file reduces a fraction of the grammar's rules. None for a `?rule` reduced from its one child
+    (`?atom` -> `?unary` -> ... -> `?expression` for each literal): the value stays, only the state changes. A rule
+    without a builder in `nodes` is refused now, not when a file first reduces it."""
+    builders: list[Callable[[list], object] | None] = []
+    for index, (name, size, keep, expand1, spliced) in enumerate(tables.rules):
+        if expand1 and size == 1 and keep == ((0, False),):
+            builders.append(None)
+        elif not spliced and not expand1 and getattr(nodes, name, None) is None:
+            raise TypeError(f"no node builder for grammar rule {name!r}")
+        else:
+            builders.append(_on_first_use(builders, index, tables, nodes))
+    return builders
 
-    __slots__ = ("tables", "nodes")
 
-    def __init__(self, tables: Tables, nodes: object) -> None:
-        super().__init__()
-        self.tables, self.nodes = tables, nodes
-        for name, _, _, expand1, spliced in tables.rules:  # a rule without a builder is refused now, not when reduced
-            if not spliced and not expand1 and getattr(nodes, name, None) is None:
-                raise TypeError(f"no node builder for grammar rule {name!r}")
+def _on_first_use(builders: list, index: int, tables: Tables, nodes: object) -> Callable[[list], object]:
+    """Stands for rule `index`'s node builder until its first reduction, which makes it and puts it in its place."""
 
-    def __missing__(self, index: int) -> Callable[[list], object] | None:
-        rule = self.tables.rule(index)
-        unit = rule.expand1 and rule.size == 1 and rule.keep == ((0, False),)
-        made = self[index] = None if unit else _node_builder(rule, self.nodes)
-        return made
+    def build(children: list) -> object:
+        made = builders[index] = _node_builder(tables.rule(index), nodes)
+        return made(children)
+
+    return build
 
 
 SKIP, RESUME, REPORT = "skip", "resume", "report"
@@ -147,8 +152,11 @@ class Driver:
     def __init__(self, tables: Tables, nodes: object) -> None:
         self.start_state = tables.start_state
         self.end_state = tables.end_state
-        self.builders = _Builders(tables, nodes)
-        self.actions: dict[int, dict[str, Action]] = tables.states
+        self.builders = _builders(tables, nodes)
+        self.rows = tables.states  # every state's row, unpacked on first use
+        # the rows of the states entered so far, in a plain dict: the loop's lookups in it are quicker than in `rows`
+        # (a dict subclass); a state on the stack has been entered, so only the lookup of a new top needs `rows`
+        self.actions: dict[int, dict[str, Action]] = {}
         self.statement_starts = tables.statement_starts  # errors roll back to such a state
 
     def parse(
@@ -178,7 +186,10 @@ class Driver:
                     continue
                 skip = None
             while True:
-                action = actions[stack[-1]].get(kind)
+                try:
+                    action = actions[stack[-1]].get(kind)
+                except KeyError:  # a state entered for the first time
+                    action = actions.setdefault(stack[-1], self.rows[stack[-1]]).get(kind)
                 if action is None:
                     if not on_error(Unexpected(token, self.expected(stack))):
                         return None
@@ -226,34 +237,35 @@ class Driver:
                 values.append(build(children))
                 stack.append(actions[stack[-1]][goto])
         end = Token(END, "", 0, token.line, token.column) if token is not None else Token(END, "", 0, 1, 1)
+        rows = self.rows  # (states entered here are not in `actions`)
         while True:
-            action = actions[stack[-1]].get(END)
+            action = rows[stack[-1]].get(END)
             if action is None or action.__class__ is int:
                 on_error(Unexpected(end, self.expected(stack), _unclosed(values)))
                 return None
             size, rule, goto = action
             build = builders[rule]
             if build is None:
-                stack[-1] = actions[stack[-2]][goto]
+                stack[-1] = rows[stack[-2]][goto]
             else:
                 children = values[-size:] if size else []
                 if size:
                     del values[-size:]
                     del stack[-size:]
                 values.append(build(children))
-                stack.append(actions[stack[-1]][goto])
+                stack.append(rows[stack[-1]][goto])
             if stack[-1] == self.end_state:
                 return values[-1]
 
     def expected(self, stack: list[int]) -> frozenset[str]:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
         accepted = set()
-        for symbol in self.actions[stack[-1]]:
+        for symbol in self.rows[stack[-1]]:
             if (not symbol.isupper() and symbol != END) or symbol == LINE:  # LINE is no token of the text's own
                 continue
             states = list(stack)
             while True:
-                action = self.actions[states[-1]].get(symbol)
+                action = self.rows[states[-1]].get(symbol)
                 if action is None:
                     break
                 if action.__class__ is int or (symbol == END and states[-1] == self.end_state):
@@ -262,7 +274,7 @@ class Driver:
                 size, _, goto = action
                 if size:
                     del states[-size:]
-                goto_action = self.actions[states[-1]].get(goto)
+                goto_action = self.rows[states[-1]].get(goto)
                 if goto_action is None:
                     break
                 states.append(goto_action)
