@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ptxtool.syntax import format_module, parse, tables
 
 PROBE = (
@@ -46,11 +44,12 @@ def test_the_cached_tables_are_the_compiled_ones(tmp_path: Path, monkeypatch) ->
 
 
 def test_a_cache_file_of_another_shape_is_rebuilt(tmp_path: Path) -> None:
-    """Valid marshal data under the right name but in an older layout (rows as plain dicts) is not trusted."""
+    """Valid marshal data under the right name but in an older layout (without the statement starts) is not
+    trusted."""
     run_probe(tmp_path)
     (cached,) = (tmp_path / "ptxtool").glob("tables-*.marshal")
     key, data = marshal.loads(cached.read_bytes())
-    cached.write_bytes(marshal.dumps((key, ({0: {"WORD": 1}}, *data[1:6]))))
+    cached.write_bytes(marshal.dumps((key, data[:6])))
     assert run_probe(tmp_path).strip() == "True"
     assert run_probe(tmp_path).strip() == "False"
 
@@ -70,30 +69,16 @@ def test_without_a_home_or_with_a_read_only_one_the_tables_still_load(tmp_path: 
     assert done.stdout == expected and not done.stderr
 
 
-def test_packed_rows_unpack_to_the_rows_they_were_packed_from() -> None:
-    states = {0: {"WORD": 1, "statement": 2}, 1: {"SEMICOLON": (2, 5, "statement"), "$END": (2, 5, "statement")}, 2: {}}
-    rows = tables._pack(states)
-    assert not rows  # nothing unpacked yet
-    assert rows[1] == states[1]
-    word = "".join(["WO", "RD"])  # equal, not the same object: the unpacked row's name is the interned one
-    assert next(iter(rows[0])) is sys.intern(word) and rows[1]["$END"][2] is sys.intern("".join(["state", "ment"]))
-    assert rows[0] == states[0] and rows[2] == {}
-    with pytest.raises(KeyError):
-        rows[3]
-    with pytest.raises(KeyError):
-        rows[-1]
-    assert rows == tables._pack(states)  # equal as whole tables, whichever rows are unpacked
-
-
-def test_every_state_of_the_real_table_unpacks_and_statement_starts_are_its_states() -> None:
+def test_stored_statement_starts_and_rules_are_those_of_the_rows() -> None:
+    """What the cache stores beside the rows (the driver's error recovery and node builders read them) agrees with
+    the rows it was computed from."""
     grammar = tables.load()
-    rows = grammar.states
-    assert len(rows.packed) > 100 and grammar.start_state < len(rows.packed)
-    unpacked = [rows[state] for state in range(len(rows.packed))]
-    starts = {s for s, row in enumerate(unpacked) if "statement" in row or "module_item" in row}
+    starts = {s for s, row in grammar.states.items() if "statement" in row or "module_item" in row}
     assert starts == grammar.statement_starts and starts
-    for row in unpacked:
+    for row in grammar.states.values():
         for action in row.values():
-            assert (
-                action.__class__ is int and 0 <= action < len(rows.packed) or grammar.rule(action[1]).size == action[0]
-            )
+            if action.__class__ is int:
+                assert action in grammar.states
+            else:
+                size, index, goto = action  # a reduction: children popped, the rule, the goto (a rule's name)
+                assert grammar.rule(index).size == size and not goto.isupper()

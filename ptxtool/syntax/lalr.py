@@ -153,10 +153,7 @@ class Driver:
         self.start_state = tables.start_state
         self.end_state = tables.end_state
         self.builders = _builders(tables, nodes)
-        self.rows = tables.states  # every state's row, unpacked on first use
-        # the rows of the states entered so far, in a plain dict: the loop's lookups in it are quicker than in `rows`
-        # (a dict subclass); a state on the stack has been entered, so only the lookup of a new top needs `rows`
-        self.actions: dict[int, dict[str, Action]] = {}
+        self.actions: dict[int, dict[str, Action]] = tables.states
         self.statement_starts = tables.statement_starts  # errors roll back to such a state
 
     def parse(
@@ -186,10 +183,7 @@ class Driver:
                     continue
                 skip = None
             while True:
-                try:
-                    action = actions[stack[-1]].get(kind)
-                except KeyError:  # a state entered for the first time
-                    action = actions.setdefault(stack[-1], self.rows[stack[-1]]).get(kind)
+                action = actions[stack[-1]].get(kind)
                 if action is None:
                     if not on_error(Unexpected(token, self.expected(stack))):
                         return None
@@ -237,35 +231,34 @@ class Driver:
                 values.append(build(children))
                 stack.append(actions[stack[-1]][goto])
         end = Token(END, "", 0, token.line, token.column) if token is not None else Token(END, "", 0, 1, 1)
-        rows = self.rows  # (states entered here are not in `actions`)
         while True:
-            action = rows[stack[-1]].get(END)
+            action = actions[stack[-1]].get(END)
             if action is None or action.__class__ is int:
                 on_error(Unexpected(end, self.expected(stack), _unclosed(values)))
                 return None
             size, rule, goto = action
             build = builders[rule]
             if build is None:
-                stack[-1] = rows[stack[-2]][goto]
+                stack[-1] = actions[stack[-2]][goto]
             else:
                 children = values[-size:] if size else []
                 if size:
                     del values[-size:]
                     del stack[-size:]
                 values.append(build(children))
-                stack.append(rows[stack[-1]][goto])
+                stack.append(actions[stack[-1]][goto])
             if stack[-1] == self.end_state:
                 return values[-1]
 
     def expected(self, stack: list[int]) -> frozenset[str]:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
         accepted = set()
-        for symbol in self.rows[stack[-1]]:
+        for symbol in self.actions[stack[-1]]:
             if (not symbol.isupper() and symbol != END) or symbol == LINE:  # LINE is no token of the text's own
                 continue
             states = list(stack)
             while True:
-                action = self.rows[states[-1]].get(symbol)
+                action = self.actions[states[-1]].get(symbol)
                 if action is None:
                     break
                 if action.__class__ is int or (symbol == END and states[-1] == self.end_state):
@@ -274,7 +267,7 @@ class Driver:
                 size, _, goto = action
                 if size:
                     del states[-size:]
-                goto_action = self.rows[states[-1]].get(goto)
+                goto_action = self.actions[states[-1]].get(goto)
                 if goto_action is None:
                     break
                 states.append(goto_action)

@@ -3,15 +3,14 @@ that a run loads them with marshal (no import of Lark, pickle or hashlib: start-
 command).
 
 The cache file holds the grammar's text and this module's beside the tables, and is used only when both match; a
-missing, stale or unreadable one is rebuilt and rewritten. Each state's row is marshalled on its own and unpacked on
-first use (`Rows`): a file visits a quarter of the states, and unpacking all 630 rows was most of the load time.
+missing, stale or unreadable one is rebuilt and rewritten. What the driver needs of the rules, and the states where a
+statement may start, are stored as found at compile time: a run makes no record per rule and scans no row for them.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
-import sys
 import zlib
 from functools import cache
 
@@ -46,31 +45,9 @@ class Terminal:
     literal: bool
 
 
-class Rows(dict):
-    """State -> its row (terminal or rule name -> Action), each unpacked from its own marshal bytes in `packed` when
-    the parser first enters the state."""
-
-    __slots__ = ("packed",)
-
-    def __init__(self, packed: tuple[bytes, ...]) -> None:
-        super().__init__()
-        self.packed = packed
-
-    def __missing__(self, state: int) -> dict[str, Action]:
-        if state.__class__ is not int or not 0 <= state < len(self.packed):
-            raise KeyError(state)
-        row = self[state] = marshal.loads(self.packed[state])
-        return row
-
-    def __eq__(self, other: object) -> bool:  # the whole table, not the rows unpacked so far
-        return isinstance(other, Rows) and self.packed == other.packed
-
-    __hash__ = None  # type: ignore[assignment]
-
-
 @record
 class Tables:
-    states: Rows
+    states: dict[int, dict[str, Action]]
     start_state: int
     end_state: int
     rules: tuple[tuple[str, int, tuple[tuple[int, bool], ...], bool, bool], ...]  # each a Rule's fields: `rule(n)`
@@ -113,9 +90,19 @@ def _compile(text: str) -> Tables:
         name = str(rule.alias or rule.origin.name)
         expand1 = bool(rule.options.expand1) and not rule.alias
         rules.append((name, len(rule.expansion), keep, expand1, name.startswith("_")))
+    # each symbol and each reduction one shared object: marshal writes the repeats as references, which halves the
+    # cache file and the time a run takes to load it
+    shared: dict[object, object] = {}
+
+    def one(value: object) -> object:
+        return shared.setdefault(value, value)
+
+    def name(rule) -> str:
+        return one(str(rule.origin.name))
+
     states = {
         state: {
-            str(symbol): arg if action is Shift else (len(arg.expansion), index[arg], str(arg.origin.name))
+            one(str(symbol)): arg if action is Shift else one((len(arg.expansion), index[arg], name(arg)))
             for symbol, (action, arg) in row.items()
         }
         for state, row in table.states.items()
@@ -130,7 +117,7 @@ def _compile(text: str) -> Tables:
         for t in lark.lexer_conf.terminals
     )
     return Tables(
-        _pack(states),
+        states,
         table.start_states["start"],
         table.end_states["start"],
         tuple(rules),
@@ -138,20 +125,6 @@ def _compile(text: str) -> Tables:
         frozenset(lark.lexer_conf.ignore),
         frozenset(state for state, row in states.items() if "statement" in row or "module_item" in row),
     )
-
-
-def _pack(states: dict[int, dict[str, Action]]) -> Rows:
-    """The rows as `Rows` unpacks them. Names are interned, which marshal keeps: every row unpacked shares them (and
-    the lexer's token kinds), so a lookup compares pointers."""
-    if sorted(states) != list(range(len(states))):
-        raise ValueError("the LALR states are not numbered from 0")  # (Lark numbers them so)
-
-    def packed(row: dict[str, Action]) -> bytes:
-        return marshal.dumps(
-            {sys.intern(s): a if a.__class__ is int else (a[0], a[1], sys.intern(a[2])) for s, a in row.items()}
-        )
-
-    return Rows(tuple(packed(states[state]) for state in range(len(states))))
 
 
 def _cache_file(key: str) -> str | None:
@@ -162,10 +135,9 @@ def _cache_file(key: str) -> str | None:
 
 
 def _to_data(tables: Tables) -> tuple:
-    rows = tables.states
     terminals = tuple((t.name, t.priority, t.pattern, t.literal) for t in tables.terminals)
     return (
-        rows.packed,
+        tables.states,
         tables.start_state,
         tables.end_state,
         tables.rules,
@@ -176,9 +148,9 @@ def _to_data(tables: Tables) -> tuple:
 
 
 def _from_data(data: tuple) -> Tables:
-    packed, start, end, rules, terminals, ignore, starts = data
+    states, start, end, rules, terminals, ignore, starts = data
     return Tables(
-        Rows(packed),
+        states,
         start,
         end,
         rules,
