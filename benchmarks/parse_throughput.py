@@ -288,7 +288,7 @@ def main() -> int:
     )
     ap.add_argument("--largest", type=int, help="how many of the largest corpus files (default 4; --quick 2)")
     ap.add_argument(
-        "--repeat", type=int, default=5, help="rounds per small file, best kept (3 under 200 k lines, then 1)"
+        "--repeat", type=int, default=5, help="rounds per file under 50 k lines, best kept (3 to 200 k lines, then 1)"
     )
     ap.add_argument("--keep", type=Path, help="write the generated files into this folder and keep them")
     ap.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
@@ -324,7 +324,7 @@ def main() -> int:
             print(f"measuring {path.name} ...", file=sys.stderr)
             lines = path.read_text(encoding="utf-8").count("\n")
             results.append(
-                bench_file(path, ptxas, args.repeat if lines < 20_000 else 3 if lines < 200_000 else 1, work)
+                bench_file(path, ptxas, args.repeat if lines < 50_000 else 3 if lines < 200_000 else 1, work)
             )
         if args.json:
             print(json.dumps(results, indent=1))

@@ -33,6 +33,15 @@ def cache_directory() -> tuple[str | None, str | None]:
     return directory, None if os.path.isdir(home) else f"no home directory: {home} does not exist"
 
 
+def checksum(text: str) -> str:
+    """Eight hex digits of `text` (32-bit FNV-1a), the same in every run: names a cache file by a short key (a
+    package's directory) without loading zlib, an extension module a `fmt` run otherwise never needs."""
+    value = 0x811C9DC5
+    for byte in text.encode():
+        value = (value ^ byte) * 0x01000193 & 0xFFFFFFFF
+    return f"{value:08x}"
+
+
 def cache_location() -> tuple[Path | None, str | None]:
     """`cache_directory()` as a Path."""
     from pathlib import Path

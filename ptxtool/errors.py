@@ -21,8 +21,7 @@ class PtxtoolError(Exception):
     exit_code = EXIT_INPUT
 
 
-@record
-class Location:
+class Location(metaclass=record):
     """A place in an input: 1-based line and column (0 when unknown), with the source line for a caret."""
 
     path: str
@@ -31,8 +30,7 @@ class Location:
     source: str = ""
 
 
-@record
-class Diagnostic:
+class Diagnostic(metaclass=record):
     """One message about an input, printed as `path:line:col: code severity: message`: the one record for parse
     errors, legality problems, lint findings (`code` the rule id), budget and baseline violations (`budget/<limit>`,
     `baseline/<metric>`), ptxas warnings (`ptxas/<kind>`) and rewrites verification dropped (`optimize/dropped`).

@@ -9,7 +9,12 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Callable
+
+TYPE_CHECKING = False  # not typing's: its import costs every run 4 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
 
 EXIT_INTERRUPTED = 128 + 2  # Ctrl-C: the shell's code for SIGINT, never 1 ("found something")
 EXIT_BROKEN_PIPE = 128 + 13  # stdout's reader closed the pipe: the status of a tool SIGPIPE ends (git, cat, grep)
@@ -22,9 +27,9 @@ RECURSION_LIMIT = 50_000
 def guard(body: Callable[[], None], *, debug: bool, passthrough: tuple[type[BaseException], ...] = ()) -> int:
     """Run a command's body: the exit code its failure ends with, or 0. SystemExit, ptxtool's UsageError (the
     caller says how usage is reported) and `passthrough` are raised as they come; with `debug`, so is a bug."""
-    # here, not at import: `ptxtool --help` loads neither the errors' dataclasses nor report/
+    # here, not at import: `ptxtool --help` loads neither the errors' dataclasses nor report/ (the console only when
+    # there is an error to print: a `fmt FILE -o OUT` that succeeds never loads it)
     from ptxtool.errors import EXIT_ENVIRONMENT, EXIT_INTERNAL, PtxtoolError, UsageError
-    from ptxtool.report.console import print_error, stderr_console
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
     try:
@@ -36,31 +41,40 @@ def guard(body: Callable[[], None], *, debug: bool, passthrough: tuple[type[Base
     except (UsageError, *passthrough):
         raise
     except PtxtoolError as error:
-        print_error(stderr_console(), error)
+        from ptxtool.report.console import print_error
+
+        print_error(_stderr(), error)
         return error.exit_code
     except BrokenPipeError:  # the reader went away (`ptxtool lint | head -1`): stop quietly, as git and cat do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        stderr_console().print("interrupted", markup=False, highlight=False)
+        _stderr().print("interrupted", markup=False, highlight=False)
         return EXIT_INTERRUPTED
     except OSError as error:
         if error.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        stderr_console().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
+        _stderr().print(f"error: cannot write: {error.strerror}", markup=False, highlight=False)
         return EXIT_ENVIRONMENT
     except Exception as error:  # noqa: BLE001 - the one place that turns a bug into exit code 4
         if debug:
             raise
         from rich.markup import escape
 
-        stderr_console().print(
+        _stderr().print(
             f"[bold red]internal error:[/bold red] {type(error).__name__}: {escape(str(error))} "
             "(a bug in ptxtool; run again with --debug for the traceback)",
             markup=True,
         )
         return EXIT_INTERNAL
     return 0
+
+
+def _stderr() -> Console:
+    """The stderr console, loaded only when there is something to say."""
+    from ptxtool.report.console import stderr_console
+
+    return stderr_console()
 
 
 def _raise_if_reader_gone() -> None:

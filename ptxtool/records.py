@@ -1,17 +1,19 @@
 """Frozen slotted dataclasses made without importing `dataclasses`: the syntax tree's, and those every run imports.
 
 `@dataclass(frozen=True, slots=True)` imports `dataclasses` (and with it `inspect`, `ast`, `dis`, `tokenize`: 15 ms,
-more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `@record` makes the
-same class: its `__slots__` and `__match_args__` from the annotations, defaults and `field()` options as dataclass
-reads them, and the methods `frozen=True, slots=True` writes (`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__`
-and `__delattr__`, `__getstate__`/`__setstate__`) as closures over the fields' names; `finish(classes)` then gives
-them the `__init__`s, compiled as one source (a node's is called millions of times, and must have the signature
-dataclass writes). Compiling costs as much as the exec calls did, so the code is kept in the cache directory (with its
-source and the Python it was compiled by, both checked on load), as Python keeps a module's bytecode. What
-`dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read (`__dataclass_fields__`, `__dataclass_params__`),
-and the docstring dataclass writes from the signature, are made on first access: only code that asks for them
-imports `dataclasses`. A record's frozen-field error is `dataclasses.FrozenInstanceError`, imported when raised.
-tests/test_records.py compares every record class with the dataclass made of the same class body.
+more than a `fmt` of a small file) and compiles six small functions per class, one `exec` each. `record` makes the same
+class, as the metaclass (`class Node(metaclass=record):`, the class made once) or as a decorator (`@record`, the class
+made again from its namespace, as dataclass's `slots=True` does): its `__slots__` and `__match_args__` from the
+annotations, defaults and `field()` options as dataclass reads them, and the methods `frozen=True, slots=True` writes
+(`__repr__`, `__eq__`, `__hash__`, frozen `__setattr__` and `__delattr__`, `__getstate__`/`__setstate__`) as closures
+over the fields' names; `finish(classes)` then gives them the `__init__`s, compiled as one source (a node's is called
+millions of times, and must have the signature dataclass writes). Compiling costs as much as the exec calls did, so the
+code is kept in the cache directory (with its source and the Python it was compiled by, both checked on load), as Python
+keeps a module's bytecode. What `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read
+(`__dataclass_fields__`, `__dataclass_params__`), and the docstring dataclass writes from the signature, are made on
+first access: only code that asks for them imports `dataclasses`. A record's frozen-field error is
+`dataclasses.FrozenInstanceError`, imported when raised. tests/test_records.py compares every record class with the
+dataclass made of the same class body.
 """
 
 from __future__ import annotations
@@ -19,12 +21,11 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import zlib
 from _thread import get_ident
 from operator import attrgetter
 from types import CodeType
 
-from ptxtool.cache import cache_directory
+from ptxtool.cache import cache_directory, checksum
 
 TYPE_CHECKING = False  # typing's own constant costs the import of typing (4 ms); type checkers read this one too
 if TYPE_CHECKING:
@@ -73,21 +74,38 @@ _RECORDS: dict[type, tuple[tuple[str, object, Field, type], ...]] = {}
 _NOT_FIELDS = ("ClassVar", "typing.ClassVar", "InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_ONLY")
 
 
-def record(cls: type) -> type:
-    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it."""
-    namespace = dict(cls.__dict__)
-    wanted = _wanted(namespace, cls.__name__)
-    fields: dict[str, tuple[str, object, Field, type]] = {}
-    for base in cls.__mro__[-1:0:-1]:  # as dataclass collects them: the farthest base first
+def record(cls: type | str, bases: tuple[type, ...] | None = None, namespace: dict | None = None, /) -> type:
+    """The class as a frozen slotted dataclass but for its `__init__`, which `finish` gives it. As a metaclass
+    (`class Node(metaclass=record):`) the class is made once, with its slots; as a decorator (`@record`) it is made
+    again from the class's namespace, as dataclass's `slots=True` does."""
+    if bases is None:
+        namespace = dict(cls.__dict__)
+        namespace.pop("__dict__", None)
+        namespace.pop("__weakref__", None)
+        namespace["__qualname__"] = cls.__qualname__
+        return _make(type(cls), cls.__name__, cls.__bases__, namespace, cls.__mro__[1:])
+    if len(bases) > 1:  # the merged order dataclass walks, from a class made only to compute it
+        above = type("_", bases, {}).__mro__[1:]
+    else:
+        above = bases[0].__mro__ if bases else (object,)
+    return _make(type, cls, bases, namespace, above)
+
+
+def _make(kind: type, class_name: str, bases: tuple[type, ...], namespace: dict, above: tuple[type, ...]) -> type:
+    """The record class `class_name` of `namespace` (changed in place), its bases' classes in order `above`."""
+    qualname = namespace.get("__qualname__", class_name)
+    wanted = _wanted(namespace, class_name)
+    fields: dict[str, tuple[str, object, Field, type | None]] = {}
+    for base in reversed(above[:-1]):  # as dataclass collects them: the farthest base first
         if base in _RECORDS:
             fields.update((f[0], f) for f in _RECORDS[base])
         elif "__dataclass_fields__" in base.__dict__:
-            raise TypeError(f"{cls.__qualname__}: a record's dataclass bases must be records, not {base.__qualname__}")
+            raise TypeError(f"{qualname}: a record's dataclass bases must be records, not {base.__qualname__}")
     own = namespace.get("__annotations__", {})
     for name, annotation in own.items():
         spelled = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
         if spelled.startswith(_NOT_FIELDS):
-            raise TypeError(f"{cls.__qualname__}.{name}: records have no {spelled.split('[')[0]} fields")
+            raise TypeError(f"{qualname}.{name}: records have no {spelled.split('[')[0]} fields")
         value = namespace.pop(name, MISSING)
         if isinstance(value, Field):
             options = value
@@ -97,44 +115,49 @@ def record(cls: type) -> type:
             raise ValueError(f"mutable default {type(value)} for field {name} is not allowed: use default_factory")
         else:
             options = Field(value, MISSING, True, True, False)
-        fields[name] = (name, annotation, options, cls)
-    for name, value in namespace.items():
-        if isinstance(value, Field) and name not in own:
-            raise TypeError(f"{name!r} is a field but has no type annotation")
+        fields[name] = (name, annotation, options, None)  # None: this class, not made yet
+    for key, value in namespace.items():
+        if isinstance(value, Field) and key not in own:
+            raise TypeError(f"{key!r} is a field but has no type annotation")
     defaulted = False
+    names, compared, shown, positional = [], [], [], []  # one pass over the fields for every list the class needs
     for name, _, options, _ in fields.values():
+        names.append(name)
+        if options.compare:
+            compared.append(name)
+        if options.repr:
+            shown.append(name)
         if options.kw_only:
             continue
+        positional.append(name)
         if options.default is not MISSING or options.default_factory is not MISSING:
             defaulted = True
         elif defaulted:
             raise TypeError(f"non-default argument {name!r} follows default argument")
-    inherited = set()
-    for base in cls.__mro__[1:-1]:
-        slots = base.__dict__.get("__slots__", ())
-        inherited.update((slots,) if isinstance(slots, str) else slots)
-    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
-    for name in fields:  # an inherited field's default, as dataclass's slots=True leaves none on the class
-        namespace.pop(name, None)
-    namespace.pop("__dict__", None)
-    namespace.pop("__weakref__", None)
+    if len(above) > 1:  # fields inherited from a record base: their slots are the base's
+        inherited: set[str] = set()
+        for base in above[:-1]:
+            slots = base.__dict__.get("__slots__", ())
+            inherited.update((slots,) if isinstance(slots, str) else slots)
+        namespace["__slots__"] = tuple([name for name in names if name not in inherited])
+        for name in names:  # an inherited field's default, as dataclass's slots=True leaves none on the class
+            namespace.pop(name, None)
+    else:
+        namespace["__slots__"] = tuple(names)
     if "__match_args__" not in namespace:
-        namespace["__match_args__"] = tuple(name for name, _, options, _ in fields.values() if not options.kw_only)
+        namespace["__match_args__"] = tuple(positional)
     namespace["__dataclass_fields__"] = _Lazy(_dataclass_fields)
     namespace["__dataclass_params__"] = _Lazy(_dataclass_params)
     if not namespace.get("__doc__"):
         namespace["__doc__"] = _Lazy(_signature_doc)
-    methods, bind = _methods(tuple(fields.values()))
+    methods, bind = _methods(tuple(names), tuple(compared), tuple(shown))
     for method in wanted:  # in the class as it is made: setting a method on a class later costs more
         if method != "__init__":
             function = namespace[method] = methods[method]
-            function.__qualname__ = f"{cls.__qualname__}.{method}"
-    made = type(cls)(cls.__name__, cls.__bases__, namespace)
-    made.__qualname__ = cls.__qualname__
+            function.__qualname__ = f"{qualname}.{method}"
+    made = kind(class_name, bases, namespace)
     bind(made)
-    _RECORDS[made] = tuple(
-        (name, a, options, made if origin is cls else origin) for name, a, options, origin in fields.values()
-    )
+    _RECORDS[made] = tuple((f, a, options, origin or made) for f, a, options, origin in fields.values())
     return made
 
 
@@ -295,14 +318,15 @@ def _frozen(message: str) -> Exception:
     return FrozenInstanceError(message)
 
 
-def _methods(fields: tuple[tuple[str, object, Field, type], ...]) -> tuple[dict[str, Any], Any]:
+def _methods(
+    names: tuple[str, ...], compared_names: tuple[str, ...], shown: tuple[str, ...]
+) -> tuple[dict[str, Any], Any]:
     """The methods besides `__init__` that `@dataclass(frozen=True, slots=True)` writes, as closures over the
-    class's fields: they run as fast as compiled ones (the values are fetched in C), and cost no compiling. The
-    function returned with them binds them to the class, once it is made."""
+    class's fields (all `names`, those `compared` and those `shown` by repr): they run as fast as compiled ones (the
+    values are fetched in C), and cost no compiling. The function returned with them binds them to the class, once
+    it is made."""
     cls = None
-    names = tuple(f[0] for f in fields)
-    every, compared = _values(names), _values(tuple(f[0] for f in fields if f[2].compare))
-    shown = tuple(f[0] for f in fields if f[2].repr)
+    every, compared = _values(names), _values(compared_names)
     running: set[tuple[int, int]] = set()
 
     def __repr__(self: Any) -> str:
@@ -387,7 +411,7 @@ class _Cache:
         directory, why = cache_directory()
         if directory is not None and why is None:
             package = os.path.dirname(os.path.abspath(__file__))
-            name = f"records-{zlib.crc32(package.encode()):08x}-{sys.implementation.cache_tag}.marshal"
+            name = f"records-{checksum(package)}-{sys.implementation.cache_tag}.marshal"
             self.path = os.path.join(directory, name)
         self.entries = {}
         if self.path is not None:

@@ -23,8 +23,7 @@ _BINARY_MAGIC = (b"\x7fELF", b"\x50\xed\x55\xba")  # ELF (cubin, object file), f
 MAX_BYTES = 512 << 20  # 16 times the largest PTX we have seen (1 M lines, 32 MB); its AST would take ~6 GB
 
 
-@record
-class Source:
+class Source(metaclass=record):
     """An input file's name (`<stdin>` for `-`) and its text; a binary input (a .cubin) has its bytes instead."""
 
     path: str
@@ -41,8 +40,7 @@ class Source:
         return self.path.endswith(CUDA_SUFFIXES)
 
 
-@record
-class Unreadable:
+class Unreadable(metaclass=record):
     """An input that could not be read, and why: the services report it in input order beside the others."""
 
     path: str
@@ -104,7 +102,7 @@ def read_source(path: str) -> Source:
             raise InputError.at(path, f"cannot read: {error.strerror or error}") from None
     if len(data) > MAX_BYTES:
         raise InputError.at(name, f"larger than {MAX_BYTES >> 20} MiB: ptxtool reads PTX files up to that size")
-    if not data.strip():
+    if not data or data.isspace():  # (strip() would copy the whole file to learn this)
         raise InputError.at(name, "empty file: there is no PTX in it")
     if data.startswith(_BINARY_MAGIC) or b"\0" in data[:64]:
         raise InputError.at(name, "binary file, not PTX text (a cubin or object file? give the .ptx it came from)")

@@ -48,7 +48,9 @@ def _twin(name: str) -> types.ModuleType:
     if name in _TWINS:
         return _TWINS[name]
     fake = types.ModuleType("ptxtool.records")
-    fake.record = dataclasses.dataclass(frozen=True, slots=True)
+    frozen = dataclasses.dataclass(frozen=True, slots=True)
+    # `@record` and `metaclass=record` alike: the dataclass of the class body
+    fake.record = lambda cls, *made: frozen(type(cls, *made) if made else cls)
     fake.finish = lambda classes: None
     fake.field = dataclasses.field
     fake.replace = dataclasses.replace
@@ -174,6 +176,8 @@ def test_a_record_refuses_what_dataclass_refuses(annotations: dict[str, str], bo
     expected = _error(lambda: dataclasses.dataclass(frozen=True, slots=True)(_declare(theirs, annotations)))
     assert expected is not None
     assert _error(lambda: records.record(_declare(mine, annotations))) == expected
+    body = {"__annotations__": annotations, "__module__": __name__, "__qualname__": "Bad", **mine}
+    assert _error(lambda: records.record("Bad", (), body)) == expected  # as the metaclass
 
 
 def test_a_class_variable_is_refused_rather_than_taken_for_a_field() -> None:
@@ -262,3 +266,51 @@ def test_a_record_keeps_its_own_hash_as_dataclass_does() -> None:
     records.finish((mine,))
     theirs = dataclasses.dataclass(frozen=True, slots=True)(type("Hashed", (), dict(body)))
     assert hash(mine(1)) == hash(theirs(1)) == 7 and mine(1) == mine(1) != mine(2)
+
+
+def test_as_the_metaclass_a_record_class_is_made_once() -> None:
+    """`class C(metaclass=record)` makes one class, with its slots (a base's `__init_subclass__` runs once); the
+    decorator, like dataclass's `slots=True`, makes a class and then its slotted copy."""
+    made: list[str] = []
+
+    class Base:
+        __slots__ = ()
+
+        def __init_subclass__(cls) -> None:
+            made.append(cls.__qualname__)
+
+    class Once(Base, metaclass=records.record):
+        a: int
+
+    @records.record
+    class Twice(Base):
+        a: int
+
+    records.finish((Once, Twice))
+    assert made.count(Once.__qualname__) == 1 and made.count(Twice.__qualname__) == 2
+    assert type(Once) is type and Once.__slots__ == ("a",) and not hasattr(Once(1), "__dict__")
+
+
+def test_as_the_metaclass_a_record_with_several_bases_is_its_dataclass() -> None:
+    """Fields and slots collected in the merged order of several bases, as dataclass collects them."""
+
+    class Mixin:
+        __slots__ = ()
+
+        def shout(self) -> str:
+            return "hi"
+
+    def declare(make: object, twin: bool) -> type:
+        field = dataclasses.field if twin else records.field
+        namespace = {"__annotations__": {"a": "int", "k": "int"}, "__module__": __name__, "k": field(kw_only=True)}
+        first = make("First", (), dict(namespace, __qualname__="First"))
+        namespace = {"__annotations__": {"b": "str"}, "__module__": __name__, "b": "x"}
+        return make("Second", (first, Mixin), dict(namespace, __qualname__="Second"))
+
+    frozen = dataclasses.dataclass(frozen=True, slots=True)
+    mine, theirs = declare(records.record, False), declare(lambda *made: frozen(type(*made)), True)
+    records.finish((mine.__mro__[1], mine))
+    assert [f.name for f in dataclasses.fields(mine)] == [f.name for f in dataclasses.fields(theirs)] == ["a", "k", "b"]
+    assert mine.__slots__ == theirs.__slots__ and mine.__match_args__ == theirs.__match_args__
+    assert str(inspect.signature(mine)) == str(inspect.signature(theirs))
+    assert repr(mine(1, k=2)) == repr(theirs(1, k=2)) and mine(1, k=2).shout() == "hi"

@@ -45,8 +45,7 @@ class _LazyConsole:
         return getattr(self._console, name)
 
 
-@record
-class Out:
+class Out(metaclass=record):
     """Where a Result goes: results to `stdout` (rich only on a terminal), everything else to `stderr`."""
 
     stdout: TextIO

@@ -11,8 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-@record
-class Options:
+class Options(metaclass=record):
     output: str | None = None
     in_place: bool = False
     check: bool = False
@@ -33,8 +32,7 @@ class Options:
         return self
 
 
-@record
-class Formatted:
+class Formatted(metaclass=record):
     path: str
     before: str
     after: str
@@ -44,8 +42,7 @@ class Formatted:
         return self.before != self.after
 
 
-@record
-class FmtResult:
+class FmtResult(metaclass=record):
     options: Options
     files: list[Formatted] = field(default_factory=list)
     errors: list[Diagnostic] = field(default_factory=list)

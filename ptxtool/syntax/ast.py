@@ -15,15 +15,13 @@ from ptxtool.records import field, field_names, finish, is_record, record
 # ---------------------------------------------------------------- operands
 
 
-@record
-class Name:
+class Name(metaclass=record):
     """A register, special register, symbol, label or the sink `_` (PTX does not tell them apart by spelling)."""
 
     text: str
 
 
-@record
-class Immediate:
+class Immediate(metaclass=record):
     """A number kept as written: `0x1F`, `017`, `0b101`, `1U`, `-4`, `0f3F800000`, `1.5`."""
 
     text: str
@@ -33,38 +31,33 @@ class Immediate:
         return literal_value(self.text)
 
 
-@record
-class String:
+class String(metaclass=record):
     """A double-quoted string, escapes kept as written."""
 
     text: str
 
 
-@record
-class Not:
+class Not(metaclass=record):
     """A negated predicate operand: `!%p`."""
 
     name: Name
 
 
-@record
-class PredPair:
+class PredPair(metaclass=record):
     """A destination with a predicate beside it, written `p|q` (setp, elect.sync) or `{d0, d1}|p` (tex, tld4)."""
 
     first: Name | Vector
     second: Name
 
 
-@record
-class SymbolOffset:
+class SymbolOffset(metaclass=record):
     """A symbol plus a constant expression: `table+4`, `table+4*2` (`+` is kept before a negative one: `x+-4`)."""
 
     symbol: Name
     offset: Operand
 
 
-@record
-class Address:
+class Address(metaclass=record):
     """A memory operand `[base]`, `[base+imm]`, `[base-imm]`, `[base+3*64]` (the offset a constant expression), or a
     multi-part one `[tex, sampler, {x, y}]`."""
 
@@ -74,22 +67,19 @@ class Address:
     rest: tuple[Operand, ...] = ()
 
 
-@record
-class Vector:
+class Vector(metaclass=record):
     """A brace list of operands: `{%f1, %f2, _}`."""
 
     items: tuple[Operand, ...]
 
 
-@record
-class ParenList:
+class ParenList(metaclass=record):
     """A parenthesised operand list, as in `call (ret), f, (a, b)`; may be empty."""
 
     items: tuple[Operand, ...]
 
 
-@record
-class Unary:
+class Unary(metaclass=record):
     """A constant expression `-x`, `!x` or `~x` (a minus before a literal is folded into it: `-3` is a literal)."""
 
     op: str
@@ -100,8 +90,7 @@ class Unary:
         return constant_value(self)
 
 
-@record
-class Binary:
+class Binary(metaclass=record):
     """A run of C binary operators of one precedence, left to right: `a*b`, `1<<20`, `1+2-3` (operands (1, 2, 3),
     ops ("+", "-")). A flat chain is one node, however long."""
 
@@ -113,8 +102,7 @@ class Binary:
         return constant_value(self)
 
 
-@record
-class Paren:
+class Paren(metaclass=record):
     """A parenthesised constant expression `(a+b)`."""
 
     inner: Operand
@@ -124,8 +112,7 @@ class Paren:
         return constant_value(self)
 
 
-@record
-class Conditional:
+class Conditional(metaclass=record):
     """A constant expression `c?a:b`."""
 
     condition: Operand
@@ -156,32 +143,28 @@ Operand = (
 # ---------------------------------------------------------------- initializers and attributes
 
 
-@record
-class Generic:
+class Generic(metaclass=record):
     """`generic(sym)` or `generic(sym)+4` in an initializer: the generic address of a variable."""
 
     symbol: Name
     offset: Operand | None = None
 
 
-@record
-class Mask:
+class Mask(metaclass=record):
     """`0xFF(sym)`, `0xFF00(sym+4)`, `0xFF(generic(sym))` in an initializer: some bytes of an address."""
 
     mask: Immediate
     address: Name | SymbolOffset | Generic
 
 
-@record
-class FieldInit:
+class FieldInit(metaclass=record):
     """`filter_mode = nearest` inside a `.samplerref`/`.texref` initializer."""
 
     name: str
     value: Name | Immediate
 
 
-@record
-class InitList:
+class InitList(metaclass=record):
     """A brace initializer, possibly nested: `{1, 2, {3, 4}}`."""
 
     items: tuple[Initializer, ...]
@@ -243,8 +226,7 @@ class Literals(InitList):
 Initializer = Operand | Name | SymbolOffset | Generic | Mask | FieldInit | InitList
 
 
-@record
-class Attribute:
+class Attribute(metaclass=record):
     """A `.word` before a declared name: a state space, type, vector width, linkage, `.align 16`, `.ptr`,
     `.attribute(.managed)`."""
 
@@ -254,8 +236,7 @@ class Attribute:
     glued: bool = field(default=False, compare=False)  # written with no blank before it: the `.b16` of `.reg.b16`
 
 
-@record
-class Declarator:
+class Declarator(metaclass=record):
     """One declared name: `%r<10>`, `buf[2][16]`, `x = 1`. `dims` holds the array sizes, None for `[]`."""
 
     name: str
@@ -264,8 +245,7 @@ class Declarator:
     init: Initializer | None = None
 
 
-@record
-class Param:
+class Param(metaclass=record):
     """A function parameter: `.param .u64 .ptr .global .align 16 out`."""
 
     attributes: tuple[Attribute, ...]
@@ -276,8 +256,7 @@ class Param:
 # ---------------------------------------------------------------- statements (each owns its comments)
 
 
-@record
-class Owner:
+class Owner(metaclass=record):
     """What every statement has besides its syntax: the comments it owns and where it stood (keyword-only fields,
     after the syntax ones): `leading` comments on lines above it, `trailing` ones on its line."""
 
@@ -288,24 +267,21 @@ class Owner:
     end_line: int = field(default=0, compare=False, kw_only=True)
 
 
-@record
-class PerfDirective(Owner):
+class PerfDirective(Owner, metaclass=record):
     """A performance directive after a function's parameters, on a line of its own: `.maxntid 256, 1, 1`."""
 
     word: str
     values: tuple[Immediate, ...] = ()
 
 
-@record
-class Guard:
+class Guard(metaclass=record):
     """`@%p` or `@!%p` before an instruction."""
 
     predicate: Name
     negated: bool = False
 
 
-@record
-class Instruction(Owner):
+class Instruction(Owner, metaclass=record):
     """`@guard opcode.mod.mod operands;` — modifiers in written order, without their dots."""
 
     opcode: str
@@ -319,15 +295,13 @@ class Instruction(Owner):
         return ".".join((self.opcode, *self.modifiers))
 
 
-@record
-class Label(Owner):
+class Label(Owner, metaclass=record):
     """`name:` — a branch target, or the name of a following `.branchtargets`/`.callprototype`."""
 
     name: str
 
 
-@record
-class Declaration(Owner):
+class Declaration(Owner, metaclass=record):
     """Variables or registers: `.global .align 4 .u32 table[4] = {...};`, `.reg .b32 %r<10>, %t;`."""
 
     attributes: tuple[Attribute, ...]
@@ -338,8 +312,7 @@ class Declaration(Owner):
         return any(a.word == word for a in self.attributes)
 
 
-@record
-class Directive(Owner):
+class Directive(Owner, metaclass=record):
     """A directive of fixed shape: `.version`, `.target`, `.address_size`, `.file`, `.loc`, `.pragma`, `.alias`,
     `.branchtargets`, `.calltargets`, and the data items of a debug section (`.b8 1, 2`).
 
@@ -352,16 +325,14 @@ class Directive(Owner):
     semicolon: bool = False
 
 
-@record
-class Difference:
+class Difference(metaclass=record):
     """`a-b` between two labels in debug-section data."""
 
     left: Name
     right: Name
 
 
-@record
-class CallPrototype(Owner):
+class CallPrototype(Owner, metaclass=record):
     """`name: .callprototype (.param .b32 _) _ (.param .b32 _) .noreturn;` — the label is the statement before it;
     `directives` are those after the parameters (`.noreturn`, `.abi_preserve 4`)."""
 
@@ -371,8 +342,7 @@ class CallPrototype(Owner):
     directives: tuple[PerfDirective, ...] = ()
 
 
-@record
-class Block(Owner):
+class Block(Owner, metaclass=record):
     """`{ statements }`: a function body or a nested scope with its own declarations and labels.
     `footer` holds the comments between the last statement and the closing brace."""
 
@@ -381,8 +351,7 @@ class Block(Owner):
     end_column: int = field(default=0, compare=False, kw_only=True)
 
 
-@record
-class Data(Owner):
+class Data(Owner, metaclass=record):
     """A run of debug-section data lines and labels held as one string, not a node per line (a `-G` file has tens of
     thousands): `text` is their canonical form, one `.b8 1, 2` or `name:` a line; `statements` gives the Directive
     and Label nodes they stand for, with their positions when parsed (`source`, the text as written, keeps them)."""
@@ -444,8 +413,7 @@ def _section_value(text: str) -> Operand | Difference:
 Statement = Instruction | Label | Declaration | Directive | CallPrototype | Block | Data
 
 
-@record
-class Function(Owner):
+class Function(Owner, metaclass=record):
     """`.entry` (a kernel) or `.func`, with parameter lists (None when written without parentheses),
     performance directives, and a body (None for a declaration ending in `;`)."""
 
@@ -463,8 +431,7 @@ class Function(Owner):
         return self.kind == ".entry"
 
 
-@record
-class Section(Owner):
+class Section(Owner, metaclass=record):
     """`.section .debug_info { .b8 1, 2 ... }`: debug data; the body's statements are Directives and Labels, or (a
     body of nothing else, as compilers write it) one Data holding them all; `ast.expanded` gives either as nodes."""
 
@@ -475,8 +442,7 @@ class Section(Owner):
 ModuleItem = Directive | Declaration | Function | Section
 
 
-@record
-class Module:
+class Module(metaclass=record):
     """A PTX file: its top-level items and the comments after the last one."""
 
     items: tuple[ModuleItem, ...]

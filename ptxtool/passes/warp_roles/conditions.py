@@ -54,6 +54,7 @@ def conj(a: Cond | None, b: Cond | None) -> Cond | None:
 
 
 def disj(a: Cond | None, b: Cond | None) -> Cond | None:
+    """a or b (None: unknown, but true or anything is true)."""
     if a == TRUE or b == TRUE:
         return TRUE
     if a is None or b is None:

@@ -23,6 +23,7 @@ from ptxtool.isa.caching import access_bytes
 from ptxtool.isa.integer import integer_form, wrapped
 from ptxtool.isa.targets import MAX_BLOCK_THREADS
 from ptxtool.passes.warp_roles.fills import FillTrace, Refused, Write, address_bits, postdominators
+from ptxtool.passes.warp_roles.memo import memoized
 from ptxtool.passes.warp_roles.thread_values import Value, carried_symbol
 from ptxtool.syntax import ast
 
@@ -421,26 +422,15 @@ class _Converter:
 
     def defined(self, at: int) -> _Values | None:
         """The value definition `at` gives in every thread, evaluated once for all threads (memoized per op), its
-        sources first, with a stack of our own: address chains run deeper than Python's recursion limit."""
-        work, started = [at], set()
-        while work:
-            top = work[-1]
-            if top in self.memo:
-                work.pop()
-                continue
-            op = self.ops[top]
-            if op.guarded or len(op.defs) != 1 or integer_form(op.instruction) is None:
-                self.memo[top] = None  # only what isa.integer describes exactly
-                continue
-            sources = [d for x in op.instruction.operands[1:] if (d := self.source(top, x)) is not None]
-            waiting = [d for d in sources if d not in self.memo and d not in started]
-            if waiting and top not in started:
-                started.add(top)
-                work.extend(waiting)
-                continue
-            work.pop()
-            self.memo[top] = self.computed(top)  # a source still in progress is a cycle: it evaluates to nothing
-        return self.memo[at]
+        sources first."""
+        return memoized(at, self.memo, self.sources, self.computed)
+
+    def sources(self, at: int) -> list[int] | None:
+        """The definitions op `at` reads, where it is a definition `computed` evaluates (None: it is not)."""
+        op = self.ops[at]
+        if op.guarded or len(op.defs) != 1 or integer_form(op.instruction) is None:
+            return None  # only what isa.integer describes exactly
+        return [d for x in op.instruction.operands[1:] if (d := self.source(at, x)) is not None]
 
     def computed(self, at: int) -> _Values | None:
         """Definition `at` evaluated from its operands' memoized values."""

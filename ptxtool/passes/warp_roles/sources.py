@@ -26,6 +26,7 @@ from ptxtool.isa.integer import compare_form
 from ptxtool.passes.warp_roles.conditions import FALSE, TRUE, Cond, choose, compare, conj, disj, negate
 from ptxtool.passes.warp_roles.copies import AsyncCopy
 from ptxtool.passes.warp_roles.fills import FillTrace, Write
+from ptxtool.passes.warp_roles.memo import memoized
 from ptxtool.syntax import ast
 
 Poly = tuple[tuple[tuple[str, ...], int], ...]  # sorted (monomial of atoms, coefficient mod 2^bits), none zero
@@ -471,24 +472,16 @@ class SourceTrace(FillTrace):
 
     def defined(self, at: int) -> Sym | None:
         """What definition `at` (before the loop) gives, for every thread at once (%tid.x an atom), its sources
-        first, with a stack of our own: address chains run deeper than Python's recursion limit (a source still in
-        progress is a cycle: None)."""
-        work, started = [at], set()
-        while work:
-            top = work[-1]
-            if top in self.memo:
-                work.pop()
-                continue
-            operands = self.ops[top].instruction.operands[1:]
-            sources = [d for x in operands if (d := self.before_loop(top, x)[0]) is not None]
-            waiting = [d for d in sources if d not in self.memo and d not in started]
-            if waiting and top not in started:
-                started.add(top)
-                work.extend(waiting)
-                continue
-            work.pop()
-            self.memo[top] = self.evaluated(top, lambda x, top=top: self.outside(top, x, nested=True))
-        return self.memo[at]
+        first (a source still in progress is a cycle: None)."""
+        return memoized(at, self.memo, self.sources_before_loop, self.evaluated_before_loop)
+
+    def sources_before_loop(self, at: int) -> list[int]:
+        """The definitions before the loop that op `at` reads."""
+        return [d for x in self.ops[at].instruction.operands[1:] if (d := self.before_loop(at, x)[0]) is not None]
+
+    def evaluated_before_loop(self, at: int) -> Sym | None:
+        """Op `at`'s value from its sources' memoized ones."""
+        return self.evaluated(at, lambda x: self.outside(at, x, nested=True))
 
     def evaluated(self, at: int, read: Callable[[ast.Operand], Sym | None]) -> Sym | None:
         """Op `at`'s result from its operands' polynomials (`read`), where the op is integer arithmetic this models
