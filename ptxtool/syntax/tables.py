@@ -13,7 +13,7 @@ import marshal
 import os
 from functools import cache
 
-from ptxtool.cache import cache_directory
+from ptxtool.cache import cache_directory, checksum
 from ptxtool.records import finish, record
 
 # in the wheel, and linked in a checkout (paths as strings: a run that finds its tables never imports pathlib)
@@ -127,14 +127,12 @@ def _compile(text: str) -> Tables:
 
 
 def _cache_file(key: str) -> str | None:
-    """Named by a checksum of the grammar and of this file (the shape of what is cached): the hash of the key's bytes
-    read as one integer, the same in every run (unlike a string's) and 20 µs for the key's 16 k characters, where
-    zlib's crc32 costs fmt an extension module's import. None: no cache (turned off, or no home): the tables are
-    compiled each run, silently (toolchain warns about the cache)."""
+    """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
+    off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
     directory, why = cache_directory()
     if not directory or why:
         return None
-    return os.path.join(directory, f"tables-{hash(int.from_bytes(key.encode(), 'little')):016x}.marshal")
+    return os.path.join(directory, f"tables-{checksum(key)}.marshal")
 
 
 def _to_data(tables: Tables) -> tuple:
