@@ -34,12 +34,10 @@ def cache_directory() -> tuple[str | None, str | None]:
 
 
 def checksum(text: str) -> str:
-    """Eight hex digits of `text` (32-bit FNV-1a), the same in every run: names a cache file by a short key (a
-    package's directory) without loading zlib, an extension module a `fmt` run otherwise never needs."""
-    value = 0x811C9DC5
-    for byte in text.encode():
-        value = (value ^ byte) * 0x01000193 & 0xFFFFFFFF
-    return f"{value:08x}"
+    """Sixteen hex digits of `text`, the same in every run (unlike a string's hash, which is salted per process):
+    the hash of its bytes read as one integer, a C pass over them (20 µs for 16 k characters). It names cache
+    files without loading zlib, an extension module a `fmt` run otherwise never needs."""
+    return f"{hash(int.from_bytes(text.encode(), 'little')):016x}"
 
 
 def cache_location() -> tuple[Path | None, str | None]:

@@ -111,3 +111,31 @@ def test_line_comment_trailing_blanks_are_not_layout() -> None:
     plain = kernel("\tmov.u32 %r1, 1; // c\n")
     assert format_module(parse(plain.replace("// c", "// c  \t"))) == format_module(parse(plain))
     assert format_module(parse(plain.replace("\n", "\r\n"))) == format_module(parse(plain))
+
+
+def test_comments_among_long_runs_of_plain_lines_go_to_their_statements() -> None:
+    """Statements that end before the next comment are passed over in one step: each comment still reaches its own
+    statement, in the outer block and in a nested one, and the untouched statements stay the parsed nodes."""
+    plain = "".join(f"\tadd.u32 %r{i % 3 + 1}, %r1, {i};\n" for i in range(100))
+    body = plain + "\t// lead\n\tmov.u32 %r1, 7; // trail\n" + plain + "\t{\n" + plain + "\tmov.u32 %r2, 8; // inner\n"
+    body += plain + "\t}\n" + plain + "\t/* end */\n"
+    module = parse(kernel(body))
+    (function,) = module.functions
+    seven = next(
+        i for i in ast.instructions(function.body) if i.opcode == "mov" and i.operands[-1] == ast.Immediate("7")
+    )
+    eight = next(
+        i for i in ast.instructions(function.body) if i.opcode == "mov" and i.operands[-1] == ast.Immediate("8")
+    )
+    assert seven.leading == ("// lead",) and seven.trailing == ("// trail",)
+    assert eight.leading == () and eight.trailing == ("// inner",)
+    ret = function.body.statements[-1]
+    assert ret.leading == ("/* end */",)
+    commented = [s for s in ast.walk(module) if getattr(s, "leading", ()) or getattr(s, "trailing", ())]
+    assert commented == [seven, eight, ret]
+    bare = parse(kernel(body.replace("// lead", "").replace("// trail", "").replace("// inner", "")))
+
+    def shape(body: ast.Block) -> list:
+        return [(i.line, i.column, i.mnemonic, i.operands) for i in ast.instructions(body)]
+
+    assert shape(function.body) == shape(bare.functions[0].body)

@@ -8,11 +8,15 @@ brace (`footer`); the module owns those after its last item.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from operator import attrgetter, is_
+
 from ptxtool.records import replace
 from ptxtool.syntax import ast
 from ptxtool.syntax.lexer import Comment
 
 _PAST_END = 1 << 62  # the line of the comment after the last one
+_END_LINE = attrgetter("end_line")  # statements are in source order, so their end lines never go down
 
 
 class _Cursor:
@@ -66,7 +70,7 @@ def _attach(node, cursor: _Cursor):
     leading = cursor.before(node.line, node.column)
     if isinstance(node, ast.Function) and node.directives:
         directives = tuple(_attach(d, cursor) for d in node.directives)
-        if any(a is not b for a, b in zip(directives, node.directives, strict=True)):  # _attach keeps unchanged
+        if not all(map(is_, directives, node.directives)):  # _attach keeps unchanged nodes
             node = replace(node, directives=directives)
     if isinstance(node, ast.Function | ast.Section) and node.body is not None:
         header = cursor.before(node.body.line, node.body.column)
@@ -89,13 +93,16 @@ def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Bl
         statements = block.statements
         index = positions[-1]
         if index < len(statements):
-            positions[-1] = index + 1
             s = statements[index]
+            if s.end_line < cursor.line:  # it and the statements (or blocks) after it that end before the next
+                untouched = bisect_left(statements, cursor.line, index + 1, key=_END_LINE)  # comment take none
+                done.extend(statements[index:untouched])
+                positions[-1] = untouched
+                continue
+            positions[-1] = index + 1
             if type(s) is ast.Block:
                 frames.append((s, cursor.before(s.line, s.column), []))
                 positions.append(0)
-            elif s.end_line < cursor.line and s.line < cursor.line:  # no comment before its end: nothing to attach
-                done.append(s)
             else:
                 done.append(_attach(s, cursor))
             continue
@@ -103,7 +110,7 @@ def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Bl
         positions.pop()
         footer = cursor.before(block.end_line, block.end_column)
         trailing = cursor.through_line(block.end_line)
-        if not (block_leading or footer or trailing) and all(a is b for a, b in zip(done, statements, strict=True)):
+        if not (block_leading or footer or trailing) and all(map(is_, done, statements)):
             result = block
         else:
             result = replace(block, statements=tuple(done), footer=footer, leading=block_leading, trailing=trailing)

@@ -39,13 +39,8 @@ class _Splice(list):
 
 def _method(rule: Rule, nodes: object) -> Callable[..., object] | None:
     """What makes a rule's node: `_Splice` for a `__` helper rule, the method named after the alias or rule, None
-    for a `?rule` without one (it passes its child on); TypeError where the grammar names a rule `nodes` lacks."""
-    if rule.spliced:
-        return _Splice
-    method = getattr(nodes, rule.name, None)
-    if method is None and not rule.expand1:
-        raise TypeError(f"no node builder for grammar rule {rule.name!r}")
-    return method
+    for a `?rule` without one (it passes its child on; `_builders` refused any other rule `nodes` lacks)."""
+    return _Splice if rule.spliced else getattr(nodes, rule.name, None)
 
 
 def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
@@ -80,12 +75,27 @@ def _node_builder(rule: Rule, nodes: object) -> Callable[[list], object]:
     return lambda children: method(*[children[i] for i in positions])
 
 
-def _on_first_use(builders: list, index: int, rule: Rule, nodes: object) -> Callable[[list], object]:
-    """Rule `index`'s node builder, made when the rule is first reduced (a file reduces a fraction of the grammar's
-    rules, and making all of them was a millisecond of every run), then in its place in `builders`."""
+def _builders(tables: Tables, nodes: object) -> list[Callable[[list], object] | None]:
+    """Each rule's node builder, in a list (the loop indexes it at every reduction), made at the rule's first
+    reduction: a file reduces a fraction of the grammar's rules. None for a `?rule` reduced from its one child
+    (`?atom` -> `?unary` -> ... -> `?expression` for each literal): the value stays, only the state changes. A rule
+    without a builder in `nodes` is refused now, not when a file first reduces it."""
+    builders: list[Callable[[list], object] | None] = []
+    for index, (name, size, keep, expand1, spliced) in enumerate(tables.rules):
+        if expand1 and size == 1 and keep == ((0, False),):
+            builders.append(None)
+        elif not spliced and not expand1 and getattr(nodes, name, None) is None:
+            raise TypeError(f"no node builder for grammar rule {name!r}")
+        else:
+            builders.append(_on_first_use(builders, index, tables, nodes))
+    return builders
+
+
+def _on_first_use(builders: list, index: int, tables: Tables, nodes: object) -> Callable[[list], object]:
+    """Stands for rule `index`'s node builder until its first reduction, which makes it and puts it in its place."""
 
     def build(children: list) -> object:
-        made = builders[index] = _node_builder(rule, nodes)
+        made = builders[index] = _node_builder(tables.rule(index), nodes)
         return made(children)
 
     return build
@@ -142,20 +152,9 @@ class Driver:
     def __init__(self, tables: Tables, nodes: object) -> None:
         self.start_state = tables.start_state
         self.end_state = tables.end_state
-        # a `?rule` reduced from its one child (`?atom` -> `?unary` -> ... -> `?expression` for each literal) leaves
-        # the value as it is: its builder is None, and the driver only changes the state
-        self.builders: list[Callable[[list], object] | None] = []
-        for rule in tables.rules:
-            if rule.expand1 and rule.size == 1 and rule.keep == ((0, False),):
-                self.builders.append(None)
-            else:
-                _method(rule, nodes)  # a rule without a builder is refused now, not at its first reduction
-                self.builders.append(_on_first_use(self.builders, len(self.builders), rule, nodes))
+        self.builders = _builders(tables, nodes)
         self.actions: dict[int, dict[str, Action]] = tables.states
-        # states where a statement or module item may begin: errors roll back to such a state
-        self.statement_starts = frozenset(
-            state for state, row in tables.states.items() if "statement" in row or "module_item" in row
-        )
+        self.statement_starts = tables.statement_starts  # errors roll back to such a state
 
     def parse(
         self,

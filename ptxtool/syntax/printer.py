@@ -104,8 +104,12 @@ def _attribute(a: ast.Attribute) -> list[Piece]:
 
 
 def _attributes(attributes: tuple[ast.Attribute, ...]) -> str:
-    """Attributes separated by blanks, except where they were written glued together (`.reg.b16`)."""
-    return "".join(("" if a.glued or not i else " ") + inline(a) for i, a in enumerate(attributes))
+    """Attributes separated by blanks, except where they were written glued together (`.reg.b16`); a plain word
+    (most of them) is its own text."""
+    return "".join(
+        ("" if a.glued or not i else " ") + (a.word if a.number is None and a.args is None else inline(a))
+        for i, a in enumerate(attributes)
+    )
 
 
 def _declarator(d: ast.Declarator) -> list[Piece]:
@@ -214,8 +218,11 @@ def _instruction(i: ast.Instruction) -> str:
     text = ".".join((i.opcode, *i.modifiers)) if i.modifiers else i.opcode
     if i.operands:
         text += " " + ", ".join(map(_operand, i.operands))
-    if i.guard is not None:
-        text = inline(i.guard) + " " + text
+    guard = i.guard
+    if guard is not None:
+        predicate = guard.predicate
+        head = ("@!" if guard.negated else "@") + predicate.text if type(predicate) is ast.Name else inline(guard)
+        text = head + " " + text
     return text + ";"
 
 
@@ -234,8 +241,15 @@ def _directive(d: ast.Directive) -> str:
     return text + ";" if d.semicolon else text
 
 
+def _declarator_text(d: ast.Declarator) -> str:
+    """`inline` with the declarators of most declarations written directly: `%r<10>`, `p`."""
+    if d.dims or d.init is not None:
+        return inline(d)
+    return d.name if d.count is None else f"{d.name}<{d.count.text}>"
+
+
 def _declaration(d: ast.Declaration) -> str:
-    return _attributes(d.attributes) + " " + ", ".join(map(inline, d.declarators)) + ";"
+    return _attributes(d.attributes) + " " + ", ".join(map(_declarator_text, d.declarators)) + ";"
 
 
 def _call_prototype(c: ast.CallPrototype) -> str:
@@ -303,8 +317,10 @@ class _Writer:
                 if previous is ast.Declaration and kind is not ast.Declaration:
                     append("")
                 previous = kind
-                if kind is ast.Instruction and not s.leading and not s.trailing:
+                if kind is ast.Instruction and not s.leading and not s.trailing:  # most lines: no comment
                     append(inner + _instruction(s))
+                elif kind is ast.Label and not s.leading and not s.trailing:
+                    append(outer + s.name + ":")
                 elif kind is ast.Data:
                     self.data(s, outer, inner)
                 elif kind is ast.Block:

@@ -3,17 +3,17 @@ that a run loads them with marshal (no import of Lark, pickle or hashlib: start-
 command).
 
 The cache file holds the grammar's text and this module's beside the tables, and is used only when both match; a
-missing, stale or unreadable one is rebuilt and rewritten.
+missing, stale or unreadable one is rebuilt and rewritten. What the driver needs of the rules, and the states where a
+statement may start, are stored as found at compile time: a run makes no record per rule and scans no row for them.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
-import zlib
 from functools import cache
 
-from ptxtool.cache import cache_directory
+from ptxtool.cache import cache_directory, checksum
 from ptxtool.records import finish, record
 
 # in the wheel, and linked in a checkout (paths as strings: a run that finds its tables never imports pathlib)
@@ -49,9 +49,14 @@ class Tables:
     states: dict[int, dict[str, Action]]
     start_state: int
     end_state: int
-    rules: tuple[Rule, ...]
+    rules: tuple[tuple[str, int, tuple[tuple[int, bool], ...], bool, bool], ...]  # each a Rule's fields: `rule(n)`
     terminals: tuple[Terminal, ...]  # in the grammar's order
     ignore: frozenset[str]
+    statement_starts: frozenset[int]  # states where a statement or module item may begin
+
+    def rule(self, index: int) -> Rule:
+        """Rule `index`, made when it is first reduced (a file reduces a fraction of the grammar's rules)."""
+        return Rule(*self.rules[index])
 
 
 finish((Rule, Terminal, Tables))
@@ -83,7 +88,7 @@ def _compile(text: str) -> Tables:
         )
         name = str(rule.alias or rule.origin.name)
         expand1 = bool(rule.options.expand1) and not rule.alias
-        rules.append(Rule(name, len(rule.expansion), keep, expand1, name.startswith("_")))
+        rules.append((name, len(rule.expansion), keep, expand1, name.startswith("_")))
     # each symbol and each reduction one shared object: marshal writes the repeats as references, which halves the
     # cache file and the time a run takes to load it
     shared: dict[object, object] = {}
@@ -117,6 +122,7 @@ def _compile(text: str) -> Tables:
         tuple(rules),
         terminals,
         frozenset(lark.lexer_conf.ignore),
+        frozenset(state for state, row in states.items() if "statement" in row or "module_item" in row),
     )
 
 
@@ -124,19 +130,34 @@ def _cache_file(key: str) -> str | None:
     """Named by a checksum of the grammar and of this file (the shape of what is cached). None: no cache (turned
     off, or no home): the tables are compiled each run, silently (toolchain warns about the cache)."""
     directory, why = cache_directory()
-    return os.path.join(directory, f"tables-{zlib.crc32(key.encode()):08x}.marshal") if directory and not why else None
+    if not directory or why:
+        return None
+    return os.path.join(directory, f"tables-{checksum(key)}.marshal")
 
 
 def _to_data(tables: Tables) -> tuple:
-    rules = tuple((r.name, r.size, r.keep, r.expand1, r.spliced) for r in tables.rules)
     terminals = tuple((t.name, t.priority, t.pattern, t.literal) for t in tables.terminals)
-    return tables.states, tables.start_state, tables.end_state, rules, terminals, tables.ignore
+    return (
+        tables.states,
+        tables.start_state,
+        tables.end_state,
+        tables.rules,
+        terminals,
+        tables.ignore,
+        tables.statement_starts,
+    )
 
 
 def _from_data(data: tuple) -> Tables:
-    states, start, end, rules, terminals, ignore = data
+    states, start, end, rules, terminals, ignore, starts = data
     return Tables(
-        states, start, end, tuple(Rule(*r) for r in rules), tuple(Terminal(*t) for t in terminals), frozenset(ignore)
+        states,
+        start,
+        end,
+        rules,
+        tuple(Terminal(*t) for t in terminals),
+        frozenset(ignore),
+        frozenset(starts),
     )
 
 
