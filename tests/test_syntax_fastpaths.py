@@ -12,6 +12,8 @@ import json
 import pickle
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import CORPUS, SAMPLES, ptx_params
@@ -22,7 +24,7 @@ from ptxtool.services import fmt
 from ptxtool.sources import Source, Unreadable
 from ptxtool.syntax import ParseError, ast, format_module, parse
 from ptxtool.syntax.lexer import _ITEM_SPLIT, LexSession, decimal_list, section_span
-from ptxtool.syntax.parser import _parser
+from ptxtool.syntax.parser import LINE_AFTER, _parser
 from ptxtool.syntax.serialize import to_data
 
 HEAD = ".version 9.0\n.target sm_80\n.address_size 64\n"
@@ -463,3 +465,33 @@ def test_a_grammar_rule_without_a_node_builder_is_refused_when_the_driver_is_mad
 
     with pytest.raises(TypeError, match="no node builder for grammar rule 'instruction'"):
         Driver(tables.load(), Lacking())
+
+
+_FIRST_LINES = """
+import sys
+from ptxtool.syntax import parse
+from ptxtool.syntax.parser import _parser
+
+_, _, build, _ = _parser()
+taken = []
+instruction = build._instruction
+build._instruction = lambda start, line, column: taken.append(line) or instruction(start, line, column)
+head = ".version 9.0\\n.target sm_80\\n.address_size 64\\n.visible .entry k()\\n{\\n.reg .b32 %r<2>;\\n"
+for lines in map(int, sys.argv[1:]):
+    taken.clear()
+    parse(head + "".join("add.s32 %r1, %r1, 1;\\n" for _ in range(lines)) + "}\\n")
+    print(lines, len(taken), build.line_match is not None)
+"""
+
+
+def test_a_text_of_many_statements_takes_whole_lines_from_its_first_and_a_small_one_never() -> None:
+    """The whole-line patterns cost some milliseconds to compile: a text of fewer than LINE_AFTER statements goes
+    token by token (and compiles nothing); a larger one, counted by its `;`s, takes its lines whole from the first."""
+    small, large = LINE_AFTER - 3, 2 * LINE_AFTER  # (the small text's `.reg` line is one statement more)
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_LINES, str(small), str(large), str(small)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split("\n")[:3] == [f"{small} 0 False", f"{large} {large} True", f"{small} {small} True"]

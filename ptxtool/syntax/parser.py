@@ -177,7 +177,7 @@ def _canonical_items(items: str) -> str:
     return items
 
 
-LINE_AFTER = 64  # statements before the whole-line patterns are compiled (some milliseconds) and start
+LINE_AFTER = 64  # statements a text holds (or, across texts, were offered) before the whole-line patterns compile
 _LINE_GAP = r"[ \t]*+\n[ \t\n]*+"  # between two statements a run takes: blanks and line ends only
 _WORD_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$%@")  # a name's first character, `@`
 _OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
@@ -206,6 +206,7 @@ class _Build:
         self.gap_match: Callable[[str, int], re.Match | None] | None = None
         self.keywords: dict[str, str] = {}  # the lexer's: a word that is one is no attribute
         self.offers = 0
+        self.semicolons: int | None = None  # the text's `;`s, counted when first needed
         # what the driver offers a statement's first token to, by its terminal
         self.whole_lines = {
             "WORD": self.instruction_line,
@@ -216,6 +217,7 @@ class _Build:
 
     def reset(self, session: LexSession) -> None:
         self.session = session
+        self.semicolons = None
         self.names, self.immediates = {}, {}
         self.singles: dict[str, tuple[ast.Immediate]] = {}  # the one-value groups of section data, shared
         self.depths: dict[int, int] = {}  # id(expression node) -> operators deep, while the parse holds the nodes
@@ -574,11 +576,15 @@ class _Build:
         self.session.errors.append(LexError(line, column, message))
 
     def _warm(self) -> bool:
-        """Whether the whole-line patterns are worth compiling: once a text has this many statements (a small file
-        would not pay them back)."""
+        """Whether the whole-line patterns are worth compiling (some milliseconds, which a small file would not pay
+        back): for a text of LINE_AFTER statements or more, counted by their `;`s in one C scan, from its first
+        statement on; else once that many statements were offered, over all texts parsed so far."""
         self.offers += 1
         if self.offers < LINE_AFTER:
-            return False
+            if self.semicolons is None:
+                self.semicolons = self.session.text.count(";")
+            if self.semicolons < LINE_AFTER:
+                return False
         if self.gap_match is None:
             self.gap_match = re.compile(_LINE_GAP).match
         return True
