@@ -60,9 +60,10 @@ for round in range(int(sys.argv[2])):
 print(json.dumps({"import": t1 - t0, "parse": best_parse, "parse_print": best_both, "cold": cold}))
 """
 
-# `ptxtool` as the console script pip installs runs it (`from ptxtool.program import main`, the tree's package first on
-# sys.path as with `-m`), not `python -m ptxtool`, whose runpy and importlib.util are no part of a user's run.
-_PROGRAM = "import sys\nfrom ptxtool.program import main\nsys.argv[0] = 'ptxtool'\nsys.exit(main())"
+# `ptxtool` as the console script pip installs runs it (`import re`, `from ptxtool.program import run`, the tree's
+# package first on sys.path as with `-m`), not `python -m ptxtool`, whose runpy and importlib.util are no part of a
+# user's run.
+_PROGRAM = "import re, sys\nfrom ptxtool.program import run\nsys.argv[0] = 'ptxtool'\nsys.exit(run())"
 
 # Runs in a child: where one `ptxtool fmt FILE -o OUT` spends its time, phase by phase, in a fresh process (no
 # round is repeated, so every phase is cold, as in a real run), in CPU time (what a busy machine disturbs least). The

@@ -1,5 +1,5 @@
 """`python -m ptxtool` runs the command line, as the `ptxtool` script does."""
 
-from ptxtool.program import main
+from ptxtool.program import run
 
-main()
+run()

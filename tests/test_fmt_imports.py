@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # the modules fmt's path imports, as `python -X importtime -c LINE` measures them (benchmarks/parse_throughput.py)
 LINE = (
     "from ptxtool.sources import read_inputs; from ptxtool.services import fmt; "
@@ -90,3 +92,28 @@ def test_a_fmt_run_goes_without_the_cycle_collector_and_leaves_it_nothing_that_g
         few < 1000
         and _garbage(tmp_path, "--check", *(f"{k}{n}.ptx" for k in ("good", "bad") for n in range(20))) < few + 100
     )
+
+
+_EXIT_STATE = (
+    "import atexit, sys\nbefore = atexit._ncallbacks()\nfrom ptxtool.program import main\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "finally:\n    threads = sys.modules.get('threading')\n"
+    "    print(atexit._ncallbacks() - before, threads.active_count() if threads else 1, file=sys.__stderr__)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["k.ptx", "-o", "out.ptx"], ["k.ptx"], ["--check", "k.ptx", "messy.ptx"], ["-i", "messy.ptx"], ["bad.ptx"]],
+    ids=["output", "stdout", "check", "in-place", "bad"],
+)
+def test_a_short_fmt_run_leaves_nothing_for_the_exit_it_skips(tmp_path: Path, args: list[str]) -> None:
+    """program.run ends a short fmt run with os._exit (no teardown): sound only while nothing it loads registers an
+    exit handler or starts a thread, whatever the run prints (errors load the console and rich)."""
+    (tmp_path / "k.ptx").write_text(KERNEL, encoding="utf-8")
+    (tmp_path / "messy.ptx").write_text(KERNEL.replace("\tret;", "  ret ;"), encoding="utf-8")
+    (tmp_path / "bad.ptx").write_text(KERNEL.replace("ret;", "ret"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_STATE, "fmt", *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.stderr.split()[-2:] == ["0", "1"], done.stderr

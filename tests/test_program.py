@@ -57,10 +57,11 @@ def _folder(root: Path) -> Path:
     return root
 
 
-def _run(module: str, args: list[str], stdin: str, cwd: Path) -> tuple:
-    """`module.main()` as the program `ptxtool` (the name click's messages show)."""
+def _run(entry: str, args: list[str], stdin: str, cwd: Path) -> tuple:
+    """`entry()` (`module.function`) as the program `ptxtool` (the name click's messages show)."""
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100"}
-    code = f"import sys\nsys.argv[0] = 'ptxtool'\nfrom {module} import main\nmain()\n"
+    module, function = entry.rsplit(".", 1)
+    code = f"import sys\nsys.argv[0] = 'ptxtool'\nfrom {module} import {function}\n{function}()\n"
     done = subprocess.run(
         [sys.executable, "-c", code, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env
     )
@@ -70,8 +71,8 @@ def _run(module: str, args: list[str], stdin: str, cwd: Path) -> tuple:
 
 @pytest.mark.parametrize(("args", "stdin"), LINES, ids=[" ".join(a) or "none" for a, _ in LINES])
 def test_the_short_path_ends_as_click_does(args: list[str], stdin: str, tmp_path: Path) -> None:
-    short = _run("ptxtool.program", args, stdin, _folder(tmp_path / "program"))
-    clicked = _run("ptxtool.cli", args, stdin, _folder(tmp_path / "click"))
+    short = _run("ptxtool.program.run", args, stdin, _folder(tmp_path / "program"))  # what the script runs
+    clicked = _run("ptxtool.cli.main", args, stdin, _folder(tmp_path / "click"))
     assert short == clicked
 
 
@@ -120,8 +121,8 @@ def test_a_plain_fmt_line_never_imports_click(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="needs a shell")
 def test_the_installed_script_is_the_program() -> None:
-    """`ptxtool` (the console script pip writes) enters through program.main, so the short path is what users get."""
+    """`ptxtool` (the console script pip writes) enters through program.run, so the short path is what users get."""
     script = Path(sys.executable).with_name("ptxtool")
     if not script.exists():
         pytest.skip("ptxtool is not installed next to this Python")
-    assert "from ptxtool.program import main" in script.read_text(encoding="utf-8")
+    assert "from ptxtool.program import run" in script.read_text(encoding="utf-8")
