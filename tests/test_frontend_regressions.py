@@ -134,6 +134,32 @@ def test_form_feed_is_a_blank(ptxas: str, tmp_path: Path) -> None:
     parse(text)
 
 
+CONTINUED = '.file 1 "ab\\\ncd"\n'  # a string a `\` at its line's end continues on the next, as ptxas reads it
+
+
+def test_a_string_continued_past_a_line_end_keeps_the_lines_after_it_counted(ptxas: str, tmp_path: Path) -> None:
+    text = HEAD + CONTINUED + ".visible .entry k()\n{\n\tret;\n}\n"
+    assert ptxas_accepts(ptxas, text, tmp_path)
+    module = parse(text)
+    (entry,) = [i for i in module.items if isinstance(i, ast.Function)]
+    assert entry.line == text.split("\n").index(".visible .entry k()") + 1
+    assert format_module(parse(format_module(module))) == format_module(module)
+
+
+@pytest.mark.parametrize(
+    ("string", "at"),
+    [(CONTINUED, "\tret"), ('.global .b8 s[4] = "ab\\\ncd;\n', ".visible .entry k()")],
+    ids=["closed", "unterminated"],
+)
+def test_errors_after_a_continued_string_are_on_their_own_line(string: str, at: str) -> None:
+    """The last error (the missing `;` of `ret`; after an unterminated string, the declaration it swallowed) is
+    reported on the line that holds it."""
+    text = HEAD + string + ".visible .entry k()\n{\n\tret\n}\n"
+    with pytest.raises(ParseError) as raised:
+        parse(text)
+    assert raised.value.issues[-1].line == text.split("\n").index(at) + 1
+
+
 # ---------------------------------------------------------------- 2, 3, 6: nesting
 
 BLOCKS_PTXAS_TAKES = 1_660  # ptxas's parser stack (10,000 entries) ends at about 1,663 nested blocks

@@ -381,6 +381,10 @@ class PtxLexer:
                         last_end = start + len(value)
                     errors.append(LexError(line, start - line_start + 1, _bad(kind, value, start)))
                     if len(value) > 1:
+                        newlines = value.count("\n")  # (a `\` at a line's end continues the string: counted)
+                        if newlines:
+                            line += newlines
+                            line_start = rfind("\n", start, last_end) + 1
                         position = last_end
                         break
                     continue
@@ -399,6 +403,9 @@ class PtxLexer:
                     token.start_pos = start
                     token.line = line
                     token.column = start - line_start + 1
+                    if kind == "STRING" and "\n" in value:  # `\` at a line's end continues a string (as ptxas reads it)
+                        line += value.count("\n")
+                        line_start = rfind("\n", start, last_end) + 1
                     if previous == "SECTION":
                         if span := section_span(text, last_end):
                             position, fast = last_end, "SECTION_BODY"
