@@ -27,6 +27,8 @@ NEVER = (
     "copy",
     "threading",
     "difflib",  # --diff's
+    "bisect",  # an extension module to load (comments.py halves a block's statements itself)
+    "zlib",  # the cache files are named by cache.checksum
 )
 # what a `fmt FILE -o OUT` that succeeds prints nothing with, and so never loads (report.SILENT)
 QUIET = ("ptxtool.report.text", "ptxtool.report.console")

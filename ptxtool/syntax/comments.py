@@ -8,15 +8,26 @@ brace (`footer`); the module owns those after its last item.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from operator import attrgetter, is_
+from operator import is_
 
 from ptxtool.records import replace
 from ptxtool.syntax import ast
 from ptxtool.syntax.lexer import Comment
 
 _PAST_END = 1 << 62  # the line of the comment after the last one
-_END_LINE = attrgetter("end_line")  # statements are in source order, so their end lines never go down
+
+
+def _ending_from(statements: tuple, line: int, low: int) -> int:
+    """The first of `statements` from `low` on that ends on `line` or after, found by halving (statements are in
+    source order, so their end lines never go down; `bisect` would be an extension module to load every run)."""
+    high = len(statements)
+    while low < high:
+        middle = (low + high) // 2
+        if statements[middle].end_line < line:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 class _Cursor:
@@ -95,7 +106,7 @@ def _block(root: ast.Block, cursor: _Cursor, leading: tuple[str, ...]) -> ast.Bl
         if index < len(statements):
             s = statements[index]
             if s.end_line < cursor.line:  # it and the statements (or blocks) after it that end before the next
-                untouched = bisect_left(statements, cursor.line, index + 1, key=_END_LINE)  # comment take none
+                untouched = _ending_from(statements, cursor.line, index + 1)  # comment take none
                 done.extend(statements[index:untouched])
                 positions[-1] = untouched
                 continue
