@@ -16,6 +16,8 @@ from ptxtool.syntax.tables import Action, Rule, Tables
 
 END = "$END"
 LINE = "INSTRUCTION_LINE"  # a statement that a `whole_lines` builder makes whole, where a statement may start
+PARAM_LINE = "PARAM_LINE"  # the same for one parameter of a function's list, where a parameter may start
+BUILT = frozenset((LINE, PARAM_LINE))  # terminals the parser makes, none of them a token of the text's own
 # parser stack entries: ptxas's own parser gives up at 10,000 (about 1,660 nested blocks); nothing here recurses
 # over blocks, and expressions and operands have a tighter limit of their own (parser.MAX_NESTING)
 MAX_DEPTH = 12_000
@@ -160,13 +162,14 @@ class Driver:
         self,
         tokens: Iterable[Token],
         on_error: Callable[[Unexpected], bool],
-        whole_lines: dict[str, Callable[[Token], object | None]] | None = None,
+        whole_lines: dict[str, tuple[tuple[str, Callable[[Token], object | None]], ...]] | None = None,
     ) -> object:
         """Parse a token stream. On an unexpected token call `on_error` (False stops), then recover: drop back to
-        where the broken statement began and skip to its end, so the next statement parses cleanly. Where a
-        statement may start, a token whose terminal is in `whole_lines` (a name, `@`, a declaration's first word,
-        `.loc`) is first offered to its builder there: the node of the whole statement it begins on its line (shifted
-        as one INSTRUCTION_LINE; the token source then goes on after it), or None."""
+        where the broken statement began and skip to its end, so the next statement parses cleanly. A token whose
+        terminal is in `whole_lines` (a name, `@`, a declaration's first word, `.loc`) is first offered to each
+        builder listed for it whose terminal the parser would shift there (INSTRUCTION_LINE where a statement may
+        start, PARAM_LINE where a parameter may): the node of the whole statement or parameter it begins on its
+        line (shifted as that terminal; the token source then goes on after it), or None."""
         actions, builders, starts = self.actions, self.builders, self.statement_starts
         stack = [self.start_state]
         values: list[object] = []
@@ -205,15 +208,19 @@ class Driver:
                         message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
                         on_error(Unexpected(token, frozenset(), message))
                         return None
-                    if whole_lines is not None and (whole_line := whole_lines.get(kind)) is not None:
-                        line = actions[stack[-1]].get(LINE)
-                        # (not near the depth limit, which the instruction's own tokens could reach)
-                        if line.__class__ is int and len(stack) < MAX_DEPTH - 64:
-                            node = whole_line(token)
-                            if node is not None:
-                                stack.append(line)
+                    # (not near the depth limit, which the statement's own tokens could reach)
+                    if whole_lines is not None and kind in whole_lines and len(stack) < MAX_DEPTH - 64:
+                        row = actions[stack[-1]]
+                        for terminal, whole_line in whole_lines[kind]:
+                            target = row.get(terminal)
+                            if target.__class__ is int and (node := whole_line(token)) is not None:
+                                stack.append(target)
                                 values.append(node)
                                 break
+                        else:
+                            stack.append(action)
+                            values.append(token)
+                        break
                     stack.append(action)
                     values.append(token)
                     break
@@ -254,7 +261,7 @@ class Driver:
         """The terminals that the parser would really shift here, found by simulating reductions (no nodes built)."""
         accepted = set()
         for symbol in self.actions[stack[-1]]:
-            if (not symbol.isupper() and symbol != END) or symbol == LINE:  # LINE is no token of the text's own
+            if (not symbol.isupper() and symbol != END) or symbol in BUILT:
                 continue
             states = list(stack)
             while True:

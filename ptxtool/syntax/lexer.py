@@ -307,6 +307,14 @@ class PtxLexer:
             if self.instruction_line is not None
             else None
         )
+        # One parameter of a function's list (`.param .b64 p`, `.param .align 8 .b8 p[16]`) up to the `,` or `)`
+        # after it on its line (groups: words, name, dimensions), in the same forms as declaration_line.
+        self.param_line = (
+            rf"(?a)((?:(?:\.align[ \t]++{decimal}|{by_name['DOTWORD']})[ \t]++)++)({word})"
+            rf"((?:[ \t]*+\[[ \t]*+(?:{decimal})?[ \t]*+\])*+)(?=[ \t]*+[,)])"
+            if self.instruction_line is not None
+            else None
+        )
         # `.loc FILE LINE COLUMN` alone on its line (group: the numbers), where the next token (after blanks and
         # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
         # (Each terminal's pattern once in each pattern: compiling them is start-up time.)

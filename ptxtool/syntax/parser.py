@@ -15,7 +15,7 @@ from functools import cache
 from ptxtool.records import finish, record, replace
 from ptxtool.syntax import ast, tables
 from ptxtool.syntax.comments import attach_comments
-from ptxtool.syntax.lalr import END, Driver, Unexpected
+from ptxtool.syntax.lalr import END, LINE, PARAM_LINE, Driver, Unexpected
 from ptxtool.syntax.lexer import SECTION_ITEM, LexError, LexSession, PtxLexer, Token
 from ptxtool.syntax.printer import inline
 from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
@@ -199,20 +199,22 @@ class _Build:
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
         # the lexer's patterns for instruction_line, declaration_line and loc_line, each compiled on first use
-        self.line_pattern = self.declaration_pattern = self.loc_pattern = ""
+        self.line_pattern = self.declaration_pattern = self.loc_pattern = self.param_pattern = ""
         self.line_match: Callable[[str, int], re.Match | None] | None = None
         self.declaration_match: Callable[[str, int], re.Match | None] | None = None
         self.loc_match: Callable[[str, int], re.Match | None] | None = None
+        self.param_match: Callable[[str, int], re.Match | None] | None = None
         self.gap_match: Callable[[str, int], re.Match | None] | None = None
         self.keywords: dict[str, str] = {}  # the lexer's: a word that is one is no attribute
         self.offers = 0
         self.semicolons: int | None = None  # the text's `;`s, counted when first needed
-        # what the driver offers a statement's first token to, by its terminal
+        # what the driver offers a statement's (or a parameter's) first token to, by its terminal: the terminal the
+        # parser must accept there for the whole node, and its builder
         self.whole_lines = {
-            "WORD": self.instruction_line,
-            "AT": self.instruction_line,
-            "DOTWORD": self.declaration_line,
-            "LOC": self.loc_line,
+            "WORD": ((LINE, self.instruction_line),),
+            "AT": ((LINE, self.instruction_line),),
+            "DOTWORD": ((LINE, self.declaration_line), (PARAM_LINE, self.param_line)),
+            "LOC": ((LINE, self.loc_line),),
         }
 
     def reset(self, session: LexSession) -> None:
@@ -618,6 +620,32 @@ class _Build:
             self.loc_match = re.compile(self.loc_pattern).match
         return self._run(self._loc(token.start_pos, token.line, token.column), token.line)
 
+    def param_line(self, token: Token) -> object | None:
+        """The parameter that `token` (a word such as `.param`) begins in a function's list, if the whole of it up to
+        the `,` or `)` after it is on this line in the forms the lexer's `param_line` pattern takes: the node `param`
+        builds from the same words. The lexer goes on at that `,` or `)`."""
+        if self.param_match is None:
+            if not self._warm():
+                return None
+            self.param_match = re.compile(self.param_pattern).match
+        session = self.session
+        found = self.param_match(session.text, token.start_pos)
+        if found is None:
+            return None
+        words, name, sizes = found.groups()
+        attributes: list[ast.Attribute] = []
+        for word in words.split():
+            if word[0] != ".":  # the number of the `.align` before it
+                attributes[-1] = ast.Attribute(".align", number=self._imm(word))
+            elif word in self.keywords:  # another token (`.entry`), not an attribute
+                return None
+            else:
+                attributes.append(ast.Attribute(word))
+        dims = tuple(self._imm(size) if (size := s.strip(" \t]")) else None for s in sizes.split("[")[1:])
+        session.prev_line = session.last_line = token.line
+        session.resume_at = found.end()
+        return ast.Param(tuple(attributes), name, dims)
+
     def _run(self, built: tuple[object, int] | None, line: int) -> object | None:
         """A statement built whole (and where it ends), with the statements on the lines after it that the whole-line
         patterns take too, each as its first token would have been offered where the block goes on (blank lines
@@ -809,6 +837,7 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     build.line_pattern = lexer.instruction_line or ""
     build.declaration_pattern = lexer.declaration_line or ""
     build.loc_pattern = lexer.loc_line or ""
+    build.param_pattern = lexer.param_line or ""
     build.keywords = lexer.keywords
     return Driver(grammar, build), lexer, build, spellings
 
