@@ -436,6 +436,41 @@ def test_broken_lines_report_the_errors_token_by_token_reports() -> None:
         assert fast == slow, "\n".join(lines)
 
 
+def _random_param(rng: random.Random) -> str:
+    """A parameter in one of the forms the whole-parameter pattern takes, or near them."""
+    blank = rng.choice([" ", " ", "\t", "  "])
+    words = rng.choice([".param .b64", ".param .align 8 .b8", ".param .u64 .ptr .global .align 16", ".reg .b32"])
+    dims = rng.choice(["", "", "[16]", "[ 4 ]", "[]", "[2][3]", "[0x10]", "[2 ]\t[ 3]"])
+    return f"{words.replace(' ', blank)}{blank}p{rng.randrange(9)}{dims}"
+
+
+def test_random_parameter_lines_build_the_tree_token_by_token_builds() -> None:
+    """Function headers of one parameter a line (and some on one line), edited at random: one tree, with positions,
+    and one printed text with whole parameters taken in one piece and token by token; broken ones, the same errors."""
+    rng = random.Random(31)
+    valid = 0
+    edits = [",", ")", "(", ";", "{", "}", "[", "]", " ", "\n", "x", "1", ".entry", ".align", "//", "/*", "<", "\v"]
+    for round in range(80):
+        headers = []
+        for k in range(rng.randrange(8, 16)):
+            params = [_random_param(rng) for _ in range(rng.randrange(0, 5))]
+            gap = rng.choice([",\n\t", ", ", " ,\n", ",\t"])
+            inside = "\n\t" + gap.join(params) + rng.choice(["\n", "", " "]) if params else ""
+            returns = f"({_random_param(rng)}) " if rng.random() < 0.3 else ""
+            headers.append(f".visible .func {returns}f{k}({inside})\n{{\n\tret;\n}}")
+        if round % 2:
+            k = rng.randrange(len(headers))
+            at = rng.randrange(len(headers[k]) + 1)
+            headers[k] = headers[k][:at] + rng.choice(edits) + headers[k][at + rng.randrange(2) :]
+        text = HEAD + ".entry k()\n{\n" + "\tret;\n" * 70 + "}\n" + "\n".join(headers) + "\n"  # (70: warm)
+        fast, slow = _both_ways(text, printed=True)
+        assert fast == slow, text
+        valid += isinstance(fast, tuple)
+    assert valid >= 40  # the premise: the unedited files parse, so their trees are compared
+    _, _, build, _ = _parser()
+    assert build.param_match is not None  # the premise: the fast path ran
+
+
 def test_an_instruction_line_is_only_a_statement() -> None:
     """At module level or in a section, a line shaped like an instruction is no statement: the same error as token
     by token, naming a token, not the whole line."""
