@@ -641,7 +641,7 @@ class _Build:
                 return None
             else:
                 attributes.append(ast.Attribute(word))
-        dims = tuple(self._imm(size) if (size := s.strip(" \t]")) else None for s in sizes.split("[")[1:])
+        dims = tuple(self._imm(size) if (size := s[:-1]) else None for s in sizes.split("[")[1:])  # `16]`, `]`
         session.prev_line = session.last_line = token.line
         session.resume_at = found.end()
         return ast.Param(tuple(attributes), name, dims)
