@@ -454,8 +454,10 @@ def test_random_parameter_lines_build_the_tree_token_by_token_builds() -> None:
         headers = []
         for k in range(rng.randrange(8, 16)):
             params = [_random_param(rng) for _ in range(rng.randrange(0, 5))]
-            gap = rng.choice([",\n\t", ", ", " ,\n", ",\t"])
-            inside = "\n\t" + gap.join(params) + rng.choice(["\n", "", " "]) if params else ""
+            gap = rng.choice([",\n\t", ", ", " ,\n", ",\t", "\n\n,", "\n// c\n,"])
+            inside = (
+                "\n\t" + gap.join(params) + rng.choice(["\n", "", " ", "\n\n", "\n\t\r\n", "/* c */"]) if params else ""
+            )
             returns = f"({_random_param(rng)}) " if rng.random() < 0.3 else ""
             headers.append(f".visible .func {returns}f{k}({inside})\n{{\n\tret;\n}}")
         if round % 2:

@@ -307,11 +307,12 @@ class PtxLexer:
             if self.instruction_line is not None
             else None
         )
-        # One parameter of a function's list (`.param .b64 p`, `.param .align 8 .b8 p[16]`) up to the `,` or `)`
-        # after it on its line (groups: words, name, dimensions): words apart as in declaration_line, dimensions
-        # without blanks, as compilers write them (a cheaper pattern to compile: it is start-up time).
+        # One parameter of a function's list (`.param .b64 p`, `.param .align 8 .b8 p[16]`) on one line, up to the
+        # `,` or `)` after it, there or after blank lines (groups: words, name, dimensions): words apart as in
+        # declaration_line, dimensions without blanks, as compilers write them (a cheaper pattern to compile).
         self.param_line = (
-            rf"(?a)((?:(?:\.align[ \t]++\d++|{by_name['DOTWORD']})[ \t]++)++)({word})((?:\[\d*+\])*+)(?=[ \t]*+[,)])"
+            rf"(?a)((?:(?:\.align[ \t]++\d++|{by_name['DOTWORD']})[ \t]++)++)({word})((?:\[\d*+\])*+)"
+            r"(?=[ \t\f\r\n]*+[,)])"
             if self.instruction_line is not None
             else None
         )

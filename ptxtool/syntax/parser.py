@@ -622,8 +622,8 @@ class _Build:
 
     def param_line(self, token: Token) -> object | None:
         """The parameter that `token` (a word such as `.param`) begins in a function's list, if the whole of it up to
-        the `,` or `)` after it is on this line in the forms the lexer's `param_line` pattern takes: the node `param`
-        builds from the same words. The lexer goes on at that `,` or `)`."""
+        the `,` or `)` after it (maybe on a later line) is on this line in the forms the lexer's `param_line` pattern
+        takes: the node `param` builds from the same words. The lexer goes on after the name and its dimensions."""
         if self.param_match is None:
             if not self._warm():
                 return None
