@@ -440,8 +440,12 @@ def _random_param(rng: random.Random) -> str:
     """A parameter in one of the forms the whole-parameter pattern takes, or near them."""
     blank = rng.choice([" ", " ", "\t", "  "])
     words = rng.choice([".param .b64", ".param .align 8 .b8", ".param .u64 .ptr .global .align 16", ".reg .b32"])
+    name = rng.choice(["p", "_$p", "%p"]) + str(rng.randrange(9))
+    if rng.random() < 0.02:  # spellings the pattern leaves to the token-by-token path, valid or not
+        words = rng.choice([words, ".param .b32::x", ".param .align 0x8 .b8", ".param .align 8U .b8"])
+        name = rng.choice([name, "p.x", "p::q", "1p"])
     dims = rng.choice(["", "", "[16]", "[ 4 ]", "[]", "[2][3]", "[0x10]", "[2 ]\t[ 3]"])
-    return f"{words.replace(' ', blank)}{blank}p{rng.randrange(9)}{dims}"
+    return f"{words.replace(' ', blank)}{blank}{name}{dims}"
 
 
 def test_random_parameter_lines_build_the_tree_token_by_token_builds() -> None:
@@ -468,7 +472,7 @@ def test_random_parameter_lines_build_the_tree_token_by_token_builds() -> None:
         fast, slow = _both_ways(text, printed=True)
         assert fast == slow, text
         valid += isinstance(fast, tuple)
-    assert valid >= 40  # the premise: the unedited files parse, so their trees are compared
+    assert valid >= 30  # the premise: most files parse, so their trees are compared
     _, _, build, _ = _parser()
     assert build.param_match is not None  # the premise: the fast path ran
 

@@ -309,10 +309,10 @@ class PtxLexer:
         )
         # One parameter of a function's list (`.param .b64 p`, `.param .align 8 .b8 p[16]`) on one line, up to the
         # `,` or `)` after it, there or after blank lines (groups: words, name, dimensions): words apart as in
-        # declaration_line, dimensions without blanks, as compilers write them (a cheaper pattern to compile).
+        # declaration_line, in the plain spellings compilers write (words and a name of name characters, each a
+        # DOTWORD or WORD token whole; dimensions without blanks), which compile quicker than the terminals.
         self.param_line = (
-            rf"(?a)((?:(?:\.align[ \t]++\d++|{by_name['DOTWORD']})[ \t]++)++)({word})((?:\[\d*+\])*+)"
-            r"(?=[ \t\f\r\n]*+[,)])"
+            rf"(?a)((?:(?:\.align[ \t]++\d++|\.{_NAME})[ \t]++)++)({_NAME})((?:\[\d*+\])*+)(?=[ \t\f\r\n]*+[,)])"
             if self.instruction_line is not None
             else None
         )
