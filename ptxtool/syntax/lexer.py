@@ -314,9 +314,10 @@ class PtxLexer:
         self.instruction_line = f"(?a){instruction}" if line_patterns else None
         self.declaration_line = f"(?a){declaration}" if line_patterns else None
         self.loc_line = f"(?a){loc}" if line_patterns else None
-        # The three as the parser compiles them, in one pattern: a statement at a token, or the next one after the
-        # blank lines that end a statement the parser took (groups: those line ends, the blanks before the statement,
-        # then the three's groups). Each terminal's pattern is in it once: compiling them is start-up time.
+        # The three as the parser compiles them, as one pattern: a statement at its first token, or the next one
+        # with the line ends before it, in one match (groups: those line ends, the blanks that begin the statement's
+        # line, then the three's groups). The three alternatives start differently (`.loc`, another directive, a
+        # name or `@`): at most one takes a line.
         self.statement_line = (
             rf"(?a)((?:[ \t]*+\n)*+)([ \t]*+)(?:{loc}|{declaration}|{instruction})" if line_patterns else None
         )

@@ -178,7 +178,7 @@ def _canonical_items(items: str) -> str:
 
 
 LINE_AFTER = 64  # statements a text holds (or, across texts, were offered) before the whole-line patterns compile
-_INDENT, _OPCODE = 2, 8  # groups of the lexer's statement_line: an instruction's opcode, the blanks before it all
+_INDENT, _OPCODE = 2, 8  # groups of the lexer's statement_line: the blanks that begin the line, an opcode
 _OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
 _DIGITS = frozenset("0123456789")
 _NUMBER_STARTS = frozenset("-.0123456789")
@@ -632,7 +632,9 @@ class _Build:
             column += found.start(_OPCODE) - found.end(_INDENT)
         return self._instruction(guard, opcode, operands, line, column)
 
-    def _instruction(self, guard: ast.Guard | None, opcode: str, operands: str | None, line: int, column: int):
+    def _instruction(
+        self, guard: ast.Guard | None, opcode: str, operands: str | None, line: int, column: int
+    ) -> ast.Instruction:
         """The node `instruction` builds from the same tokens, made here directly: no Token per opcode and no pass
         over the children to tell tokens from operands (a run of plain lines is most of a kernel)."""
         children: list = []
