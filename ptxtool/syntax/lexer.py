@@ -289,23 +289,20 @@ class PtxLexer:
             rf"|\[[ \t]*+(?:{word}|{decimal})(?:[ \t]*+\+[ \t]*+-?{decimal})?[ \t]*+\]"
             rf"|\{{(?:[ \t]*+{word}[ \t]*+(?:,(?![ \t]*+\}})|(?=\}})))++\}}"  # a vector: names apart by commas
         )
-        self.instruction_line = (
-            rf"(?a)(?:@(!?)({word})[ \t]++)?({word})"
+        line_patterns = all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
+        instruction = (
+            rf"(?:@(!?)({word})[ \t]++)?({word})"
             rf"(?:[ \t]++((?:(?:{operand})(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++))?[ \t]*+;"
             rf"|({word})[ \t]*+:"
-            if all(k.startswith(".") for k in self.keywords) and by_name["FLOAT"].startswith(_HEX_FLOAT + "|")
-            else None
         )
         # A one-line declaration of the forms compilers write in a body (`.reg .b32 %r<9>;`, `.param .b64 p;`,
         # `.local .align 4 .b8 d[256];`): words apart (only `.align` takes a number), then names with an optional
         # `<count>` and integer dimensions; no initializer (groups: words, declarators). The parser checks that no
         # word is a keyword.
         declarator = rf"{word}(?:[ \t]*+<[ \t]*+{decimal}[ \t]*+>)?(?:[ \t]*+\[[ \t]*+(?:{decimal})?[ \t]*+\])*+"
-        self.declaration_line = (
-            rf"(?a)((?:(?:\.align[ \t]++{decimal}|{by_name['DOTWORD']})[ \t]++)++)"
+        declaration = (
+            rf"((?:(?:\.align[ \t]++{decimal}|{by_name['DOTWORD']})[ \t]++)++)"
             rf"((?:{declarator}(?:[ \t]*+,[ \t]*+(?!;)|(?=[ \t]*+;)))++)[ \t]*+;"
-            if self.instruction_line is not None
-            else None
         )
         # One parameter of a function's list (`.param .b64 p`, `.param .align 8 .b8 p[16]`) on one line, up to the
         # `,` or `)` after it, there or after blank lines (groups: words, name, dimensions): words apart as in
@@ -313,18 +310,25 @@ class PtxLexer:
         # DOTWORD or WORD token whole; dimensions without blanks), which compile quicker than the terminals.
         self.param_line = (
             rf"(?a)((?:(?:\.align[ \t]++\d++|\.{_NAME})[ \t]++)++)({_NAME})((?:\[\d*+\])*+)(?=[ \t\f\r\n]*+[,)])"
-            if self.instruction_line is not None
+            if line_patterns
             else None
         )
         # `.loc FILE LINE COLUMN` alone on its line (group: the numbers), where the next token (after blanks and
         # line comments) surely starts a statement or closes the block: the directive ends there, as token by token.
-        # (Each terminal's pattern once in each pattern: compiling them is start-up time.)
-        self.loc_line = (
-            rf"(?a)\.loc((?:[ \t]++{decimal}){{3}})[ \t]*+(?=[\n/])"
+        loc = (
+            rf"\.loc((?:[ \t]++{decimal}){{3}})[ \t]*+(?=[\n/])"
             r"(?=(?:[ \t\r\n]++|//[^\n]*+)*+"
             r"(?:(?!\d)[\w$@{}]|%[\w$]|\.(?!(?:section|entry|func)(?![\w$:])|\d)[\w$]))"
-            if self.instruction_line is not None
-            else None
+        )
+        self.instruction_line = f"(?a){instruction}" if line_patterns else None
+        self.declaration_line = f"(?a){declaration}" if line_patterns else None
+        self.loc_line = f"(?a){loc}" if line_patterns else None
+        # The three as the parser compiles them, as one pattern: a statement at its first token, or the next one
+        # with the line ends before it, in one match (groups: those line ends, the blanks that begin the statement's
+        # line, then the three's groups). The three alternatives start differently (`.loc`, another directive, a
+        # name or `@`): at most one takes a line.
+        self.statement_line = (
+            rf"(?a)((?:[ \t]*+\n)*+)([ \t]*+)(?:{loc}|{declaration}|{instruction})" if line_patterns else None
         )
 
     def _late(self, text: str, at: int) -> tuple[str, str]:

@@ -178,8 +178,7 @@ def _canonical_items(items: str) -> str:
 
 
 LINE_AFTER = 64  # statements a text holds (or, across texts, were offered) before the whole-line patterns compile
-_LINE_GAP = r"[ \t]*+\n[ \t\n]*+"  # between two statements a run takes: blanks and line ends only
-_WORD_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$%@")  # a name's first character, `@`
+_INDENT, _OPCODE = 2, 8  # groups of the lexer's statement_line: the blanks that begin the line, an opcode
 _OPERANDS = r"[ \t]*+(?:\{[^}]*+\}|[^,{]++)"  # operands a pattern has checked, vectors whole
 _DIGITS = frozenset("0123456789")
 _NUMBER_STARTS = frozenset("-.0123456789")
@@ -198,23 +197,21 @@ class _Build:
         self.names: dict[str, ast.Name] = {}
         self.immediates: dict[str, ast.Immediate] = {}
         self.opcodes: dict[str, tuple[str, tuple[str, ...]]] = {}
-        # the lexer's patterns for instruction_line, declaration_line and loc_line, each compiled on first use
-        self.line_pattern = self.declaration_pattern = self.loc_pattern = self.param_pattern = ""
+        self.line_pattern = ""  # the lexer's statement_line, compiled on first use
         self.line_match: Callable[[str, int], re.Match | None] | None = None
-        self.declaration_match: Callable[[str, int], re.Match | None] | None = None
-        self.loc_match: Callable[[str, int], re.Match | None] | None = None
+        self.param_pattern = ""  # the lexer's param_line, compiled on first use
         self.param_match: Callable[[str, int], re.Match | None] | None = None
-        self.gap_match: Callable[[str, int], re.Match | None] | None = None
         self.keywords: dict[str, str] = {}  # the lexer's: a word that is one is no attribute
         self.offers = 0
         self.semicolons: int | None = None  # the text's `;`s, counted when first needed
         # what the driver offers a statement's (or a parameter's) first token to, by its terminal: the terminal the
         # parser must accept there for the whole node, and its builder
+        statement = ((LINE, self.statement_line),)
         self.whole_lines = {
-            "WORD": ((LINE, self.instruction_line),),
-            "AT": ((LINE, self.instruction_line),),
-            "DOTWORD": ((LINE, self.declaration_line), (PARAM_LINE, self.param_line)),
-            "LOC": ((LINE, self.loc_line),),
+            "WORD": statement,
+            "AT": statement,
+            "DOTWORD": (*statement, (PARAM_LINE, self.param_line)),
+            "LOC": statement,
         }
 
     def reset(self, session: LexSession) -> None:
@@ -578,7 +575,7 @@ class _Build:
         self.session.errors.append(LexError(line, column, message))
 
     def _warm(self) -> bool:
-        """Whether the whole-line patterns are worth compiling (some milliseconds, which a small file would not pay
+        """Whether the whole-line pattern is worth compiling (some milliseconds, which a small file would not pay
         back): for a text of LINE_AFTER statements or more, counted by their `;`s in one C scan, from its first
         statement on; else once that many statements were offered, over all texts parsed so far."""
         self.offers += 1
@@ -587,38 +584,17 @@ class _Build:
                 self.semicolons = self.session.text.count(";")
             if self.semicolons < LINE_AFTER:
                 return False
-        if self.gap_match is None:
-            self.gap_match = re.compile(_LINE_GAP).match
         return True
 
-    def instruction_line(self, token: Token) -> object | None:
-        """The instruction, or the label, that `token` (a name or `@`) begins, if the whole of it up to its `;` or
-        `:` is on this line in the plain forms the lexer's `instruction_line` pattern takes: built from the same words
-        by the same methods as the token-by-token path; the lexer goes on after it (`_run`). None for any other
-        statement."""
+    def statement_line(self, token: Token) -> object | None:
+        """The statement that `token` (a name, `@`, a declaration's first word or `.loc`) begins, if the whole of it
+        is on this line in the plain forms the lexer's `statement_line` pattern takes: built from the same words by
+        the same methods as the token-by-token path; the lexer goes on after it (`_run`). None for any other."""
         if self.line_match is None:
             if not self._warm():
                 return None
             self.line_match = re.compile(self.line_pattern).match
-        return self._run(self._instruction(token.start_pos, token.line, token.column), token.line)
-
-    def declaration_line(self, token: Token) -> object | None:
-        """The declaration that `token` (a word such as `.reg`) begins, if the whole of it is on this line in the
-        forms the lexer's `declaration_line` pattern takes: the node `declaration` builds from the same words."""
-        if self.declaration_match is None:
-            if not self._warm():
-                return None
-            self.declaration_match = re.compile(self.declaration_pattern).match
-        return self._run(self._declaration(token.start_pos, token.line, token.column), token.line)
-
-    def loc_line(self, token: Token) -> object | None:
-        """The `.loc` directive that `token` begins, if it stands alone on its line as the lexer's `loc_line` pattern
-        takes it: the node `d_loc` builds from the same numbers."""
-        if self.loc_match is None:
-            if not self._warm():
-                return None
-            self.loc_match = re.compile(self.loc_pattern).match
-        return self._run(self._loc(token.start_pos, token.line, token.column), token.line)
+        return self._run(token.start_pos, token.line, token.column)
 
     def param_line(self, token: Token) -> object | None:
         """The parameter that `token` (a word such as `.param`) begins in a function's list, if the whole of it up to
@@ -646,55 +622,51 @@ class _Build:
         session.resume_at = found.end()
         return ast.Param(tuple(attributes), name, dims)
 
-    def _run(self, built: tuple[object, int] | None, line: int) -> object | None:
-        """A statement built whole (and where it ends), with the statements on the lines after it that the whole-line
-        patterns take too, each as its first token would have been offered where the block goes on (blank lines
-        between them, nothing else): one node, or a run the block splices in. The lexer goes on after the last."""
-        if built is None:
+    def _run(self, start: int, line: int, column: int) -> object | None:
+        """The statement at `start` built whole, with the statements on the lines after it that the pattern takes
+        too (blank lines between them, nothing else), each matched with the line ends before it: one node, or a run
+        the block splices in. The lexer goes on after the last."""
+        text, match = self.session.text, self.line_match
+        found = match(text, start)
+        node = None if found is None else self._statement(found, line, column)
+        if node is None:
             return None
-        node, end = built
-        session, gap = self.session, self.gap_match
-        text = session.text
         nodes: list | None = None
-        while (found := gap(text, end)) is not None:
-            start = found.end()
-            following = self._following(text, start, line + text.count("\n", end, start))
+        end = found.end()
+        while (found := match(text, end)) is not None:
+            ends, blanks = found.group(1, _INDENT)
+            if not ends:  # a second statement on the line goes token by token
+                break
+            following = self._statement(found, line + ends.count("\n"), len(blanks) + 1)
             if following is None:
                 break
             if nodes is None:
                 nodes = [node]
-            nodes.append(following[0])
-            end, line = following[1], session.prev_line
-        session.prev_line = session.last_line = line  # the line of the last statement's end
-        session.resume_at = end
+            nodes.append(following)
+            end, line = found.end(), following.line
+        self.session.prev_line = self.session.last_line = line  # the line of the last statement's end
+        self.session.resume_at = end
         return node if nodes is None else _Several(nodes)
 
-    def _following(self, text: str, start: int, line: int) -> tuple[object, int] | None:
-        """The statement at `start` (a line's first token) built whole, by the pattern its first character picks as
-        the lexer's token would be offered; None where that pattern is not compiled yet or does not take it."""
-        column = start - text.rfind("\n", 0, start)
-        first = text[start : start + 1]  # (empty at the end of the text)
-        if first == ".":
-            if self.loc_match is not None and (built := self._loc(start, line, column)) is not None:
-                return built
-            return self._declaration(start, line, column) if self.declaration_match is not None else None
-        if first in _WORD_STARTS and self.line_match is not None:
-            return self._instruction(start, line, column)
-        return None
-
-    def _instruction(self, start: int, line: int, column: int) -> tuple[object, int] | None:
-        """The node `instruction` (or `label`) builds from the same tokens, made here directly: no Token per opcode
-        and no pass over the children to tell tokens from operands (a run of plain lines is most of a kernel)."""
-        found = self.line_match(self.session.text, start)
-        if found is None:
-            return None
-        self.session.prev_line = line  # where its `;` or `:` is: the statement's last line
-        negated, guard, opcode, operands, label = found.groups()
+    def _statement(self, found: re.Match, line: int, column: int) -> object | None:
+        """The node of the statement `found` took, at `line` and `column`, by the alternative that matched."""
+        _, _, numbers, words, declarators, negated, guard, opcode, operands, label = found.groups()
+        if numbers is not None:
+            return self._loc(numbers, line, column)
+        if words is not None:
+            return self._declaration(words, declarators, line, column)
         if label is not None:
-            return ast.Label(label, line=line, column=column, end_line=line), found.end()
-        if guard is not None:
+            return ast.Label(label, line=line, column=column, end_line=line)
+        if guard is not None:  # the instruction starts at its opcode, as token by token
             guard = ast.Guard(self._name(guard), True) if negated else ast.Guard(self._name(guard))
-            column += found.start(3) - start
+            column += found.start(_OPCODE) - found.end(_INDENT)
+        return self._instruction(guard, opcode, operands, line, column)
+
+    def _instruction(
+        self, guard: ast.Guard | None, opcode: str, operands: str | None, line: int, column: int
+    ) -> ast.Instruction:
+        """The node `instruction` builds from the same tokens, made here directly: no Token per opcode and no pass
+        over the children to tell tokens from operands (a run of plain lines is most of a kernel)."""
         children: list = []
         if operands is not None:  # checked by the pattern: split at the commas outside a vector's braces
             if " " in operands or "\t" in operands:  # blanks stand only between tokens: none is part of an operand
@@ -713,14 +685,10 @@ class _Build:
                 else:
                     children.append(names.get(item) or self._name(item))
         name, modifiers = self._opcode(opcode)
-        node = ast.Instruction(name, modifiers, tuple(children), guard, line=line, column=column, end_line=line)
-        return node, found.end()
+        return ast.Instruction(name, modifiers, tuple(children), guard, line=line, column=column, end_line=line)
 
-    def _declaration(self, start: int, line: int, column: int) -> tuple[object, int] | None:
-        found = self.declaration_match(self.session.text, start)
-        if found is None:
-            return None
-        words, declarators = found.groups()
+    def _declaration(self, words: str, declarators: str, line: int, column: int) -> ast.Declaration | None:
+        """The node `declaration` builds from the same words; None where a word is another token (`.entry`)."""
         attributes: list[ast.Attribute] = []
         for word in words.split():
             if word[0] != ".":  # the number of the `.align` before it
@@ -735,17 +703,13 @@ class _Build:
             name, _, count = head.partition("<")
             dims = tuple(self._imm(size) if (size := s.rstrip(" \t]").lstrip(" \t")) else None for s in sizes)
             nodes.append(ast.Declarator(name.strip(" \t"), self._imm(count.strip(" \t>")) if count else None, dims))
-        self.session.prev_line = line
-        node = ast.Declaration(tuple(attributes), tuple(nodes), line=line, column=column, end_line=line)
-        return node, found.end()
+        return ast.Declaration(tuple(attributes), tuple(nodes), line=line, column=column, end_line=line)
 
-    def _loc(self, start: int, line: int, column: int) -> tuple[object, int] | None:
-        found = self.loc_match(self.session.text, start)
-        if found is None:
-            return None
-        self.session.prev_line = line
-        numbers = tuple(map(self._imm, found[1].split()))  # the node d_loc builds, with no Token for `.loc`
-        return ast.Directive(".loc", (numbers,), False, line=line, column=column, end_line=line), found.end()
+    def _loc(self, numbers: str, line: int, column: int) -> ast.Directive:
+        """The node d_loc builds from the same numbers, with no Token for `.loc`."""
+        return ast.Directive(
+            ".loc", (tuple(map(self._imm, numbers.split())),), False, line=line, column=column, end_line=line
+        )
 
     def guard(self, word):
         return ast.Guard(self._name(word))
@@ -834,9 +798,7 @@ def _parser() -> tuple[Driver, PtxLexer, _Build, dict[str, str]]:
     grammar = tables.load()
     spellings = {t.name: t.pattern for t in grammar.terminals if t.literal}
     lexer = PtxLexer(grammar.terminals, grammar.ignore)
-    build.line_pattern = lexer.instruction_line or ""
-    build.declaration_pattern = lexer.declaration_line or ""
-    build.loc_pattern = lexer.loc_line or ""
+    build.line_pattern = lexer.statement_line or ""
     build.param_pattern = lexer.param_line or ""
     build.keywords = lexer.keywords
     return Driver(grammar, build), lexer, build, spellings
@@ -885,7 +847,7 @@ def parse(text: str) -> ast.Module:
     try:
         with _lock:
             build.reset(session)
-            whole_lines = build.whole_lines if lexer.instruction_line is not None else None
+            whole_lines = build.whole_lines if lexer.statement_line is not None else None
             module = driver.parse(lexer.tokens(text, session), recover, whole_lines)
     except _GiveUp as stop:
         issues.append(stop.issue)
