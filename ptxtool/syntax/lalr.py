@@ -208,21 +208,17 @@ class Driver:
                         message = f"nested too deep: more than {MAX_DEPTH} parser states open (ptxas stops sooner)"
                         on_error(Unexpected(token, frozenset(), message))
                         return None
+                    shifted: object = token
                     # (not near the depth limit, which the statement's own tokens could reach)
                     if whole_lines is not None and kind in whole_lines and len(stack) < MAX_DEPTH - 64:
                         row = actions[stack[-1]]
                         for terminal, whole_line in whole_lines[kind]:
                             target = row.get(terminal)
                             if target.__class__ is int and (node := whole_line(token)) is not None:
-                                stack.append(target)
-                                values.append(node)
+                                action, shifted = target, node
                                 break
-                        else:
-                            stack.append(action)
-                            values.append(token)
-                        break
                     stack.append(action)
-                    values.append(token)
+                    values.append(shifted)
                     break
                 size, rule, goto = action
                 build = builders[rule]
