@@ -23,8 +23,7 @@ BUILT = frozenset((LINE, PARAM_LINE))  # terminals the parser makes, none of the
 MAX_DEPTH = 12_000
 
 
-@record
-class Unexpected:
+class Unexpected(metaclass=record):
     """The parser met `token` where only `expected` terminals could go."""
 
     token: Token

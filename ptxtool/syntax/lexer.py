@@ -183,8 +183,7 @@ def _bad(kind: str, value: str, start: int) -> str:
     return f"unexpected character {value!r}"
 
 
-@record
-class Comment:
+class Comment(metaclass=record):
     """A comment as found, at its line and column (placed on statements later, by position)."""
 
     line: int
@@ -192,8 +191,7 @@ class Comment:
     text: str
 
 
-@record
-class LexError:
+class LexError(metaclass=record):
     line: int
     column: int
     message: str

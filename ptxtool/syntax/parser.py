@@ -23,8 +23,7 @@ from ptxtool.syntax.words import ATTRIBUTE_WORDS, DECLARATION_ONLY_WORDS
 # ---------------------------------------------------------------- errors
 
 
-@record
-class SyntaxIssue:
+class SyntaxIssue(metaclass=record):
     """One error: where, what, and the source line it is on (for the caret display)."""
 
     line: int
@@ -117,8 +116,7 @@ class _GiveUp(Exception):
         self.issue = issue
 
 
-@record
-class _Located:
+class _Located(metaclass=record):
     node: object
     line: int
     column: int
@@ -609,18 +607,13 @@ class _Build:
         if found is None:
             return None
         words, name, sizes = found.groups()
-        attributes: list[ast.Attribute] = []
-        for word in words.split():
-            if word[0] != ".":  # the number of the `.align` before it
-                attributes[-1] = ast.Attribute(".align", number=self._imm(word))
-            elif word in self.keywords:  # another token (`.entry`), not an attribute
-                return None
-            else:
-                attributes.append(ast.Attribute(word))
+        attributes = self._attribute_words(words)
+        if attributes is None:
+            return None
         dims = tuple(self._imm(size) if (size := s[:-1]) else None for s in sizes.split("[")[1:])  # `16]`, `]`
         session.prev_line = session.last_line = token.line
         session.resume_at = found.end()
-        return ast.Param(tuple(attributes), name, dims)
+        return ast.Param(attributes, name, dims)
 
     def _run(self, start: int, line: int, column: int) -> object | None:
         """The statement at `start` built whole, with the statements on the lines after it that the pattern takes
@@ -687,23 +680,31 @@ class _Build:
         name, modifiers = self._opcode(opcode)
         return ast.Instruction(name, modifiers, tuple(children), guard, line=line, column=column, end_line=line)
 
-    def _declaration(self, words: str, declarators: str, line: int, column: int) -> ast.Declaration | None:
-        """The node `declaration` builds from the same words; None where a word is another token (`.entry`)."""
+    def _attribute_words(self, words: str) -> tuple[ast.Attribute, ...] | None:
+        """The attributes a whole-line pattern's words spell (`.align 8 .b8`: only `.align` takes a number); None
+        where a word is another token (`.entry`), which the token-by-token path must read."""
         attributes: list[ast.Attribute] = []
         for word in words.split():
             if word[0] != ".":  # the number of the `.align` before it
                 attributes[-1] = ast.Attribute(".align", number=self._imm(word))
-            elif word in self.keywords:  # another token (`.entry`), not an attribute
+            elif word in self.keywords:
                 return None
             else:
                 attributes.append(ast.Attribute(word))
+        return tuple(attributes)
+
+    def _declaration(self, words: str, declarators: str, line: int, column: int) -> ast.Declaration | None:
+        """The node `declaration` builds from the same words; None where a word is another token (`.entry`)."""
+        attributes = self._attribute_words(words)
+        if attributes is None:
+            return None
         nodes = []
         for text in declarators.split(","):  # checked by the pattern: `name<count>[size]...`
             head, *sizes = text.split("[")
             name, _, count = head.partition("<")
             dims = tuple(self._imm(size) if (size := s.rstrip(" \t]").lstrip(" \t")) else None for s in sizes)
             nodes.append(ast.Declarator(name.strip(" \t"), self._imm(count.strip(" \t>")) if count else None, dims))
-        return ast.Declaration(tuple(attributes), tuple(nodes), line=line, column=column, end_line=line)
+        return ast.Declaration(attributes, tuple(nodes), line=line, column=column, end_line=line)
 
     def _loc(self, numbers: str, line: int, column: int) -> ast.Directive:
         """The node d_loc builds from the same numbers, with no Token for `.loc`."""

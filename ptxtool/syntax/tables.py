@@ -24,8 +24,7 @@ GRAMMAR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__
 Action = int | tuple[int, int, str]
 
 
-@record
-class Rule:
+class Rule(metaclass=record):
     """What a reduction does with a rule's children: which to keep (and which are spliced helper lists), and the
     name of the node builder (or that a `?rule` with one child is that child)."""
 
@@ -36,16 +35,14 @@ class Rule:
     spliced: bool  # a helper rule Lark made for `x*`/`x+` (its name starts with `_`)
 
 
-@record
-class Terminal:
+class Terminal(metaclass=record):
     name: str
     priority: int
     pattern: str  # a regular expression, or the literal text when `literal`
     literal: bool
 
 
-@record
-class Tables:
+class Tables(metaclass=record):
     states: dict[int, dict[str, Action]]
     start_state: int
     end_state: int
