@@ -197,23 +197,17 @@ class SourceTrace(FillTrace):
     def merger(self, at: int, state: dict) -> Callable[[Any, Any, Any], Any]:
         """Conditions and flags the two ways disagree on join as `c ? first : second` (c: the branch taken); other
         values are unknown."""
-        taken = self.branch(at, state)
+        taken = self.guard(at, state, None)
 
         def merge(key: Any, first: Any, second: Any) -> Any:
             return choose(taken, first, second) if isinstance(key, tuple) and key[0] in ("p", "f") else None
 
         return merge
 
-    def branch(self, at: int, state: dict) -> Cond | None:
-        """Where the branch at op `at` is taken."""
-        i = self.ops[at].instruction
-        taken = self.condition(at, i.guard.predicate, state) if i.guard is not None else TRUE
-        return negate(taken) if i.guard is not None and i.guard.negated else taken
-
     def joined(self, at: int, state: dict, first: dict, second: dict) -> None:
         """FillTrace's join; a held register's address joins as one way's, the other way's loaded value then stale
         (its flag), where the ways' addresses differ."""
-        taken = self.branch(at, state)
+        taken = self.guard(at, state, None)
         super().joined(at, state, first, second)
         for x in self.held:
             if not any(k in way for way in (first, second) for k in (("a", x), ("x", x))):
